@@ -1,0 +1,3 @@
+from vtbench.cli import main
+
+main()

@@ -1,0 +1,24 @@
+"""Printing for the CLI: ``--json`` objects on stdout, rich tables and lines otherwise."""
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*("-" if cell is None else str(cell) for cell in row))
+    console.print(table)

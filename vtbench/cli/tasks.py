@@ -1,0 +1,47 @@
+"""``vtbench tasks``: list, show, validate and score task packs."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vtbench.cli.output import console, print_json, print_table
+from vtbench.tasks import builtin_tasks, find_task, load_task
+
+app = typer.Typer(help="List, inspect and validate task packs.", no_args_is_help=True)
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
+
+
+@app.command("list")
+def list_tasks(as_json: JsonFlag = False) -> None:
+    """List the built-in tasks."""
+    rows = [
+        {"id": t.id, "title": t.spec.title, "scale": t.spec.scale,
+         "harness_editable": t.spec.harness_editable, "metric": t.spec.metric.name}
+        for t in builtin_tasks()
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    print_table("tasks", ["id", "title", "scale", "harness editable", "metric"],
+                [list(r.values()) for r in rows])
+
+
+@app.command("show")
+def show(task_id: str, as_json: JsonFlag = False) -> None:
+    """Show one task's spec."""
+    task = find_task(task_id)
+    if as_json:
+        print_json(task.spec.model_dump(mode="json"))
+        return
+    console.print_json(task.spec.model_dump_json())
+
+
+@app.command("validate")
+def validate(path: Path, as_json: JsonFlag = False) -> None:
+    """Validate a task pack folder or task.toml; exit 2 with one line on a bad spec."""
+    task = load_task(path)
+    if as_json:
+        print_json({"id": task.id, "valid": True, "path": str(task.root)})
+    else:
+        console.print(f"{task.root}/task.toml: valid task {task.id!r}")

@@ -1,0 +1,35 @@
+"""Where things live on disk: the private store, the built-in tasks, the released base model.
+
+One module decides every path so that no other module invents one. The private store
+(``$VTBENCH_HOME``) is the only place that holds secrets, private splits and cached
+systems; it is never inside the repository or a workspace.
+"""
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUILTIN_TASKS = REPO_ROOT / "tasks"
+RELEASED_BASE = REPO_ROOT / "models" / "tiny-base"
+
+
+def home() -> Path:
+    """The private store root: ``$VTBENCH_HOME`` or the user's data directory."""
+    configured = os.environ.get("VTBENCH_HOME")
+    path = Path(configured) if configured else Path(platformdirs.user_data_dir("vtbench"))
+    return path.expanduser().resolve()
+
+
+def task_store(task_id: str) -> Path:
+    """The private directory of one prepared task (splits, systems, scores)."""
+    return home() / "tasks" / task_id
+
+
+def secret_file() -> Path:
+    return home() / "secret"
+
+
+def base_models() -> Path:
+    return home() / "base-models"

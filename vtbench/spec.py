@@ -1,0 +1,159 @@
+"""The task spec (``task.toml``) as strict pydantic models.
+
+Unknown keys are refused so that a typo fails loudly; relative paths resolve against the
+folder that holds the ``task.toml``. :func:`load_spec` turns every validation problem
+into one :class:`SpecError` line naming the file, the field and the reason.
+"""
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from vtbench.errors import SpecError
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Decoding(Strict):
+    """Sampling settings the fixed harness always uses."""
+
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    """0 means greedy."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(64, ge=1, le=4096)
+    """Most new tokens per model call."""
+
+
+class Component(Strict):
+    editable: bool
+    """Whether the research agent may change this component."""
+    sources: list[str] = Field(min_length=1)
+    """Folders, relative to the task folder, copied in order into the workspace's
+    ``<component>/`` folder (a later one overrides files of an earlier one)."""
+    entry: list[str] = Field(default_factory=list)
+    """Command that runs the component, relative to the workspace (trainer) or the
+    harness folder (harness). Placeholders: ``{base}``, ``{out}``, ``{seed}``, ``{steps}``."""
+
+
+class HarnessComponent(Component):
+    decoding: Decoding | None = None
+    """Required when the harness is fixed: the decoding it always runs with."""
+    timeout_seconds: int = Field(600, ge=1)
+    """Wall-clock limit of one harness run over a whole split."""
+
+    @model_validator(mode="after")
+    def fixed_harness_fixes_decoding(self) -> "HarnessComponent":
+        if not self.editable and self.decoding is None:
+            raise ValueError("a fixed harness must fix its decoding")
+        if not self.entry:
+            raise ValueError("the harness needs an entry command")
+        return self
+
+
+class Components(Strict):
+    data: Component
+    trainer: Component
+    harness: HarnessComponent
+
+
+class Splits(Strict):
+    val: int = Field(ge=1)
+    """Validation items (the agent gets scores and trajectories on these)."""
+    test: int = Field(ge=1)
+    """Hidden test items (scored once, on the submission)."""
+
+
+class Metric(Strict):
+    name: str
+    direction: Literal["maximize", "minimize"] = "maximize"
+
+
+class Budgets(Strict):
+    wall_clock_minutes: float = Field(gt=0)
+    validations: int = Field(ge=0)
+    grader_compute_seconds: float = Field(gt=0)
+    """CPU-seconds the grader may spend on this episode's validations."""
+    train_steps: int | None = Field(None, ge=1)
+    """Optimiser steps a single training run may take; None means unlimited."""
+    llm_tokens: int = Field(ge=0)
+    llm_dollars: float = Field(ge=0)
+    repeat_validation_costs_credit: bool = False
+    """Whether a cached repeat of an earlier validation spends a validation credit."""
+
+
+class Resources(Strict):
+    cpus: int = Field(1, ge=1)
+    gpus: int = Field(0, ge=0)
+    memory_gb: float = Field(4, gt=0)
+
+
+class Scorer(Strict):
+    module: str
+    """Trusted Python file of the task pack defining ``score(item, output) -> float``."""
+
+
+class Builder(Strict):
+    module: str
+    """Trusted Python file defining ``build_split`` and ``normalize`` (see tasks/README.md)."""
+
+
+class Reference(Strict):
+    module: str
+    """Python file defining ``apply_data``, ``apply_trainer`` and ``apply_harness``."""
+
+
+class TaskSpec(Strict):
+    id: str = Field(pattern=r"^[a-z][a-z0-9_-]{1,31}$")
+    title: str
+    scale: Literal["tiny", "smol", "full"]
+    base_model: str
+    """``tiny`` (the shared pre-trained base), ``smol`` (SmolLM2-135M) or a local path."""
+    components: Components
+    splits: Splits
+    metric: Metric
+    budgets: Budgets
+    resources: Resources = Resources()
+    scorer: Scorer
+    builder: Builder
+    reference: Reference
+
+    @property
+    def harness_editable(self) -> bool:
+        return self.components.harness.editable
+
+
+def load_spec(path: Path) -> TaskSpec:
+    """Read and validate a ``task.toml``; every problem becomes one SpecError line."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"{path}: not valid TOML: {err}") from None
+    try:
+        spec = TaskSpec.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
+        raise SpecError(f"{path}: {field}: {first['msg']}{more}") from None
+    _check_files_exist(spec, path.parent)
+    return spec
+
+
+def _check_files_exist(spec: TaskSpec, root: Path) -> None:
+    files = {
+        "scorer.module": spec.scorer.module,
+        "builder.module": spec.builder.module,
+        "reference.module": spec.reference.module,
+    }
+    for name, component in spec.components:
+        for index, source in enumerate(component.sources):
+            files[f"components.{name}.sources.{index}"] = source
+    for field, rel in files.items():
+        if not (root / rel).exists():
+            raise SpecError(f"{root / 'task.toml'}: {field}: {rel} does not exist")
