@@ -1,0 +1,1 @@
+"""Research episodes: the workspace, the runner and the typed episode record."""

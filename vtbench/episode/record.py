@@ -1,0 +1,112 @@
+"""The typed, versioned record every episode writes; reports and analysis read only these.
+
+``episode.json`` in the episode's output folder holds one :class:`EpisodeRecord`. The
+workspace's git history (``workspace/.git``) holds the snapshots the record names by
+commit. A record can be rebuilt into a report without any other state.
+"""
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION: Literal[1] = 1
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class Lineage(Record):
+    """How a candidate came to be."""
+
+    name: str
+    """Folder name under ``models/``."""
+    origin: Literal["initial", "trained", "merged", "reused"]
+    snapshot: str | None = None
+    """Workspace commit current when the candidate was made (trained) or first used."""
+    parents: list[str] = Field(default_factory=list)
+    """Candidates this one was merged from, or the one it reuses."""
+    method: str | None = None
+    """Merge method (merged), or the training command (trained)."""
+    weights: list[float] = Field(default_factory=list)
+    """Merge weights, one per parent."""
+    data_hash: str | None = None
+    trainer_hash: str | None = None
+    model_hash: str | None = None
+
+
+class Validation(Record):
+    index: int
+    """1-based order of the validation within the episode."""
+    elapsed_seconds: float
+    """Seconds since the agent started."""
+    snapshot: str
+    """Workspace commit taken for this validation."""
+    candidate: str
+    model_hash: str
+    harness_hash: str
+    score: float | None
+    """Validation score; None when the validation failed."""
+    error: str | None = None
+    cached: bool = False
+    charged: bool = True
+    """Whether it spent a validation credit."""
+    compute_seconds: float = 0.0
+
+
+class Submission(Record):
+    candidate: str
+    snapshot: str
+    model_hash: str
+    harness_hash: str
+    elapsed_seconds: float
+
+
+class LlmUsage(Record):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    dollars: float = 0.0
+    requests: int = 0
+
+
+class BudgetSpent(Record):
+    wall_seconds: float = 0.0
+    agent_seconds: float = 0.0
+    """Wall seconds the agent ran, excluding time the clock was paused for grading."""
+    training_seconds: float = 0.0
+    grader_compute_seconds: float = 0.0
+    validations: int = 0
+
+
+class EpisodeRecord(Record):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    episode_id: str
+    task: str
+    agent: str
+    seed: int
+    budget_minutes: float
+    started_at: str
+    """ISO-8601 UTC time the agent started."""
+    ended_at: str | None = None
+    status: Literal["running", "finished", "failed"] = "running"
+    stop_reason: str | None = None
+    """``submitted``, ``deadline``, ``agent_exited`` or an error."""
+    submitted: bool = False
+    initial_val: float | None = None
+    initial_test: float | None = None
+    reference_test: float | None = None
+    final_test: float | None = None
+    """Test score of the submission, or of the initial system when nothing was submitted."""
+    gain: float | None = None
+    normalized_gain: float | None = None
+    validations: list[Validation] = Field(default_factory=list)
+    submission: Submission | None = None
+    candidates: list[Lineage] = Field(default_factory=list)
+    spent: BudgetSpent = Field(default_factory=BudgetSpent)
+    llm: LlmUsage = Field(default_factory=LlmUsage)
+    workspace: str = "workspace"
+    """Path of the workspace git repository, relative to the record's folder."""
+
+    @property
+    def validations_used(self) -> int:
+        return sum(1 for v in self.validations if v.charged)
