@@ -43,3 +43,35 @@ class HarnessError(VtbenchError):
 
 class MissingDependency(VtbenchError):
     """An optional package is needed; the hint names the pip install."""
+
+
+class GraderError(VtbenchError):
+    """The grader refused or could not serve a request."""
+
+
+class EpisodeNotFound(GraderError):
+    """No episode with that id (or token) is known to the grader."""
+
+
+class BudgetExhausted(GraderError):
+    """The episode has no validation credits or grader compute seconds left."""
+
+
+class AlreadySubmitted(GraderError):
+    """The episode's one submission has already been made."""
+
+
+class LedgerStateError(GraderError):
+    """A validation was asked to move to a state its current state does not allow."""
+
+
+class CandidateRefused(GraderError):
+    """A candidate directory failed intake; the message names the offending file."""
+
+
+class AnalysisError(VtbenchError):
+    """An episode record or its workspace history cannot be read for analysis."""
+
+
+class GatewayError(VtbenchError):
+    """The LLM gateway cannot start or serve (bad config, missing key, bad address)."""

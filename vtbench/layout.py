@@ -33,3 +33,18 @@ def secret_file() -> Path:
 
 def base_models() -> Path:
     return home() / "base-models"
+
+
+def grader_home() -> Path:
+    """The grader's private directory: its database and its content-addressed store."""
+    return home() / "grader"
+
+
+def grader_db() -> Path:
+    """The grader's SQLite database (ledger and result cache)."""
+    return grader_home() / "ledger.sqlite"
+
+
+def candidate_store() -> Path:
+    """The content-addressed store of intaken candidates: ``cas/<sha256>/``."""
+    return grader_home() / "cas"
