@@ -75,3 +75,11 @@ class AnalysisError(VtbenchError):
 
 class GatewayError(VtbenchError):
     """The LLM gateway cannot start or serve (bad config, missing key, bad address)."""
+
+
+class SandboxError(VtbenchError):
+    """A sandbox cannot be started as specified (missing mount source, socket, bad spec)."""
+
+
+class SandboxUnavailable(SandboxError):
+    """A sandbox backend cannot run on this host; the hint names the fix."""
