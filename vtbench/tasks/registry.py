@@ -28,21 +28,21 @@ class Task:
 
     @cached_property
     def builder(self) -> ModuleType:
-        return _import_file(self.root / self.spec.builder.module, f"{self.id}_builder")
+        return import_file(self.root / self.spec.builder.module, f"{self.id}_builder")
 
     @cached_property
     def scorer(self) -> ModuleType:
-        return _import_file(self.root / self.spec.scorer.module, f"{self.id}_scorer")
+        return import_file(self.root / self.spec.scorer.module, f"{self.id}_scorer")
 
     @cached_property
     def reference(self) -> ModuleType:
-        return _import_file(self.root / self.spec.reference.module, f"{self.id}_reference")
+        return import_file(self.root / self.spec.reference.module, f"{self.id}_reference")
 
     def readme(self) -> str:
         return (self.root / "README.md").read_text()
 
 
-def _import_file(path: Path, name: str) -> ModuleType:
+def import_file(path: Path, name: str) -> ModuleType:
     module_spec = importlib.util.spec_from_file_location(f"vtbench_taskcode.{name}", path)
     assert module_spec and module_spec.loader
     module = importlib.util.module_from_spec(module_spec)
