@@ -2,7 +2,7 @@
 
 import typer
 
-from vtbench.cli import tasks
+from vtbench.cli import gateway, tasks
 
 app = typer.Typer(
     help="VibeTraining-Bench: evaluate research agents that co-design data, trainer and harness.",
@@ -10,3 +10,4 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(tasks.app, name="tasks")
+app.add_typer(gateway.app, name="gateway")

@@ -1,0 +1,49 @@
+"""The LLM gateway: a host-side proxy between a research agent and its LLM provider.
+
+It speaks the Anthropic Messages API and the OpenAI Chat Completions and Responses APIs
+toward the agent (streaming and not), forwards each request to the operator's upstream
+with the real API key (the key never enters the sandbox; any key the agent sends is
+dropped), meters input, cache and output tokens and dollars per episode in a SQLite (WAL)
+ledger, refuses requests once the episode's token or dollar budget is spent (before
+contacting the upstream, in the provider's own error shape), and logs every exchange as
+the research agent's trajectory (JSONL).
+
+Episode identity is the unix socket: each episode gets its own gateway app on its own
+socket path, bound into that episode's sandbox only, so no token exists inside the
+sandbox to steal or forge. What the gateway trusts and does not: see
+:mod:`vtbench.gateway.proxy`.
+"""
+
+from vtbench.gateway.app import create_app
+from vtbench.gateway.config import (
+    Budget,
+    EpisodeGateway,
+    GatewayConfig,
+    Price,
+    Upstream,
+    load_config,
+)
+from vtbench.gateway.proxy import BUDGET_MESSAGE, Gateway
+from vtbench.gateway.server import GatewayServer, serve
+from vtbench.gateway.store import Totals, UsageStore
+from vtbench.gateway.trajectory import ExchangeRecord, read_trajectory
+from vtbench.gateway.usage import Usage
+
+__all__ = [
+    "BUDGET_MESSAGE",
+    "Budget",
+    "EpisodeGateway",
+    "ExchangeRecord",
+    "Gateway",
+    "GatewayConfig",
+    "GatewayServer",
+    "Price",
+    "Totals",
+    "Upstream",
+    "Usage",
+    "UsageStore",
+    "create_app",
+    "load_config",
+    "read_trajectory",
+    "serve",
+]
