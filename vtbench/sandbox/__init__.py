@@ -1,0 +1,83 @@
+"""Run untrusted commands (research agents, harnesses) with only what a spec grants.
+
+Usage::
+
+    from vtbench.sandbox import Limits, Mount, SandboxSpec, get_sandbox, python_runtime_mounts
+
+    spec = SandboxSpec(
+        mounts=[*python_runtime_mounts(),
+                Mount(source=workspace, target=Path("/workspace"), writable=True)],
+        env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
+        cwd=Path("/workspace"),
+        limits=Limits(wall_seconds=600, memory_mb=4096, pids=256, file_size_mb=1024),
+        tcp_relays={8080: grader_socket},        # inside: 127.0.0.1:8080 -> host socket
+    )
+    result = get_sandbox("bwrap").run([sys.executable, "harness.py"], spec)
+    result.returncode, result.stdout, result.timed_out, result.killed_by_limit
+
+``Sandbox.start`` returns a :class:`SandboxProcess` (pid, ``poll``, ``wait(timeout)``,
+``kill_tree()`` -> "exited" | "terminated" | "killed") for long-running commands.
+
+Backends (``get_sandbox(name)``; an unknown name lists the valid ones):
+
+- ``bwrap`` (default): bubblewrap with every namespace unshared. The only network
+  interface is a fresh loopback, so nothing outside is reachable except through
+  ``tcp_relays`` / ``unix_sockets``. A root caller's sandbox runs as the unprivileged
+  user ``vtbench-sbx``, dropped with setpriv *before* bwrap (so the sandbox uid is
+  vtbench-sbx on the host too, never a mapped root); a non-root caller's runs as itself.
+  A fresh /proc of its own pid namespace, a minimal /dev, tmpfs /tmp and /dev/shm,
+  read-only /usr and a small /etc subset (generated passwd/group/hosts; no shadow),
+  a read-only root, and the spec's mounts: nothing else of the host is visible.
+- ``docker`` (optional): the same policy as ``docker run`` flags; constructing it
+  without a reachable daemon raises one line naming the fix.
+- ``none`` (development only): no isolation, a loud warning on stderr at every start.
+
+Limits: ``cpu_seconds``, ``memory_mb`` (address space), ``file_size_mb``,
+``open_files`` are per-process rlimits set with ``prlimit``. ``pids`` and the tree's
+resident memory use per-sandbox cgroup v1 groups (pids, memory) when those controllers
+are mounted and writable by the caller (typically: root on a cgroup v1 host); otherwise
+``pids`` falls back to RLIMIT_NPROC, which counts all processes of the sandbox uid, so
+concurrent sandboxes share it. cgroup v2 is not used. ``wall_seconds`` is enforced by a
+watchdog thread of the parent; the tree kill ends the whole pid namespace, so children
+that ignore SIGTERM, double-fork or call setsid die too, and so does every process left
+behind when the command exits.
+
+What the caller must prepare:
+
+- mount sources and sockets exist (``start`` waits up to ``socket_wait_seconds`` for
+  sockets). Sources the sandbox uid cannot reach (e.g. under root-only /root) are
+  staged by the launcher as root in a private mount namespace; no host change needed.
+- writable mounts are writable by the sandbox uid: call :func:`prepare_writable` (chown
+  to vtbench-sbx when root) on the directory; sockets the sandbox connects to must be
+  connectable by it: :func:`grant_socket` (or mode 0666).
+- a unix socket is bound by inode: a server that recreates its socket needs new
+  sandboxes to see the new one.
+- bwrap's ``--die-with-parent`` follows the *thread* that called ``start``: start
+  sandboxes from a thread that lives as long as they should.
+
+Not provided: seccomp filtering; output size limits other than ``run``'s
+``max_output_bytes``; disk quotas for writable mounts (``file_size_mb`` caps one file);
+GPU isolation is cooperative (selected GPUs via CUDA_VISIBLE_DEVICES, all NVIDIA device
+nodes of the host bound so that indexes keep their host meaning).
+"""
+
+from vtbench.sandbox._process import SandboxProcess
+from vtbench.sandbox._protocol import Sandbox
+from vtbench.sandbox._resolve import BACKENDS, get_sandbox
+from vtbench.sandbox._runtime import grant_socket, prepare_writable, python_runtime_mounts
+from vtbench.sandbox._spec import CompletedRun, Ending, Limits, Mount, SandboxSpec
+
+__all__ = [
+    "BACKENDS",
+    "CompletedRun",
+    "Ending",
+    "Limits",
+    "Mount",
+    "Sandbox",
+    "SandboxProcess",
+    "SandboxSpec",
+    "get_sandbox",
+    "grant_socket",
+    "prepare_writable",
+    "python_runtime_mounts",
+]

@@ -1,0 +1,230 @@
+"""A started sandboxed command (:class:`SandboxProcess`) and the collector behind ``run``.
+
+Guarantees: the wall-clock limit is enforced by a watchdog thread in the parent whether
+or not the caller ever waits; ``kill_tree`` ends every process the command started,
+including ones that ignore SIGTERM, double-fork or start new sessions (the backend's
+:class:`Killer` knows the whole tree: a pid namespace, a process group, a container);
+cleanup (cgroups, relays, temp files) runs exactly once, after the tree is gone.
+"""
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Protocol
+
+from vtbench.sandbox._spec import CompletedRun, Ending, LimitName, Limits, SandboxSpec
+
+Stream = int | IO[bytes] | None
+"""What Popen accepts for stdin/stdout/stderr."""
+
+
+class Killer(Protocol):
+    """How a backend signals the whole tree of one sandbox."""
+
+    def terminate_all(self) -> None:
+        """SIGTERM every process of the tree (best effort)."""
+
+    def kill_all(self) -> None:
+        """SIGKILL the whole tree; nothing of it may survive."""
+
+
+class SandboxProcess:
+    """Popen-like handle of a sandboxed command. ``returncode`` is None while it runs."""
+
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        killer: Killer,
+        limits: Limits,
+        cleanup: Callable[[], str | None] | None = None,
+        grace_seconds: float = 2.0,
+    ) -> None:
+        self._popen = popen
+        self._killer = killer
+        self._limits = limits
+        self._cleanup = cleanup
+        self.grace_seconds = grace_seconds
+        self.started = time.monotonic()
+        self.timed_out = False
+        self.ending: Ending | None = None
+        self._limit_hit: str | None = None
+        self._finished = False
+        self._lock = threading.RLock()
+        if limits.wall_seconds is not None:
+            threading.Thread(
+                target=self._watchdog, args=(limits.wall_seconds,), daemon=True,
+                name=f"sandbox-watchdog-{popen.pid}",
+            ).start()
+
+    @property
+    def pid(self) -> int:
+        """Host pid of the outermost sandbox process (the launcher, then bwrap)."""
+        return self._popen.pid
+
+    @property
+    def stdin(self) -> IO[bytes] | None:
+        return self._popen.stdin
+
+    @property
+    def stdout(self) -> IO[bytes] | None:
+        return self._popen.stdout
+
+    @property
+    def stderr(self) -> IO[bytes] | None:
+        return self._popen.stderr
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    def poll(self) -> int | None:
+        code = self._popen.poll()
+        if code is not None:
+            self._finish("exited")
+        return code
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the end; raises ``subprocess.TimeoutExpired`` like Popen (the
+        command keeps running; the wall-clock limit still applies)."""
+        code = self._popen.wait(timeout)
+        self._finish("exited")
+        return code
+
+    def kill_tree(self, grace_seconds: float | None = None) -> Ending:
+        """SIGTERM the whole tree, SIGKILL it after the grace period; says how it ended."""
+        grace = self.grace_seconds if grace_seconds is None else grace_seconds
+        with self._lock:
+            if self._popen.poll() is not None:
+                self._finish("exited")
+                return self.ending or "exited"
+            self._killer.terminate_all()
+            try:
+                self._popen.wait(grace)
+                ending: Ending = "terminated"
+            except subprocess.TimeoutExpired:
+                self._killer.kill_all()
+                self._popen.kill()
+                self._popen.wait()
+                ending = "killed"
+            self._finish(ending)
+            return ending
+
+    @property
+    def killed_by_limit(self) -> LimitName | None:
+        """The limit that ended the command, where it can be told (see CompletedRun)."""
+        if self.timed_out:
+            return "wall_seconds"
+        code = self._popen.returncode
+        if code is None:
+            return None
+        number = -code if code < 0 else code - 128 if code > 128 else 0
+        if number == signal.SIGXCPU:
+            return "cpu_seconds"
+        if number == signal.SIGXFSZ:
+            return "file_size_mb"
+        if self._limit_hit == "memory_mb":
+            return "memory_mb"
+        if self._limit_hit == "pids" and code != 0:
+            return "pids"
+        return None
+
+    def _watchdog(self, wall_seconds: float) -> None:
+        try:
+            self._popen.wait(wall_seconds)
+        except subprocess.TimeoutExpired:
+            with self._lock:
+                if self._popen.poll() is None:
+                    self.timed_out = True
+            if self.timed_out:
+                self.kill_tree()
+        else:
+            self.poll()
+
+    def _finish(self, ending: Ending) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+            self.ending = ending
+            # The outer process is gone; make sure nothing of the tree outlives it.
+            with contextlib.suppress(Exception):
+                self._killer.kill_all()
+            if self._cleanup is not None:
+                self._limit_hit = self._cleanup()
+
+
+def _drain(stream: IO[bytes] | None, cap: int, sink: list[bytes], cut: list[bool]) -> None:
+    if stream is None:
+        return
+    kept = 0
+    with stream:
+        while chunk := os.read(stream.fileno(), 65536):
+            room = cap - kept
+            if len(chunk) > room:
+                cut[0] = True
+            if room > 0:
+                sink.append(chunk[:room])
+                kept += min(room, len(chunk))
+
+
+def _feed(stream: IO[bytes] | None, data: bytes | None) -> None:
+    if stream is None:
+        return
+    with contextlib.suppress(BrokenPipeError, OSError), stream:
+        if data:
+            stream.write(data)
+
+
+def collect(process: SandboxProcess, input: bytes | None, max_output_bytes: int) -> CompletedRun:
+    """Feed ``input``, read stdout/stderr (keeping at most ``max_output_bytes`` each so a
+    hostile command cannot exhaust the parent's memory) and wait for the end."""
+    outputs: list[list[bytes]] = [[], []]
+    cut = [False]
+    threads = [
+        threading.Thread(target=_feed, args=(process.stdin, input), daemon=True),
+        threading.Thread(
+            target=_drain, args=(process.stdout, max_output_bytes, outputs[0], cut), daemon=True
+        ),
+        threading.Thread(
+            target=_drain, args=(process.stderr, max_output_bytes, outputs[1], cut), daemon=True
+        ),
+    ]
+    for thread in threads:
+        thread.start()
+    returncode = process.wait()
+    for thread in threads:
+        thread.join(timeout=process.grace_seconds + 5)
+    return CompletedRun(
+        returncode=returncode,
+        stdout=b"".join(outputs[0]),
+        stderr=b"".join(outputs[1]),
+        wall_seconds=time.monotonic() - process.started,
+        timed_out=process.timed_out,
+        killed_by_limit=process.killed_by_limit,
+        ending=process.ending or "exited",
+        output_truncated=cut[0],
+    )
+
+
+class RunsToCompletion:
+    """``run`` for any backend, in terms of its ``start``."""
+
+    def start(
+        self, argv: list[str], spec: SandboxSpec,
+        stdin: Stream = None, stdout: Stream = None, stderr: Stream = None,
+    ) -> SandboxProcess:
+        raise NotImplementedError
+
+    def run(
+        self, argv: list[str], spec: SandboxSpec, input: bytes | None = None,
+        max_output_bytes: int = 16 * 1024 * 1024,
+    ) -> CompletedRun:
+        """Run to the end (or the wall-clock limit) and collect the outputs."""
+        stdin = subprocess.PIPE if input is not None else subprocess.DEVNULL
+        process = self.start(argv, spec, stdin=stdin, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        return collect(process, input, max_output_bytes)
