@@ -74,6 +74,7 @@ class _Exchange:
     error: str | None = None
     upstream_headers_ms: float | None = None
     first_event_ms: float | None = None
+    finished: bool = False
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.t0) * 1000
@@ -177,6 +178,7 @@ class Gateway:
             ex.error = f"upstream unreachable: {type(err).__name__}: {err}"
             status, body = ex.dialect.error("unreachable", f"LLM upstream unreachable ({err})")
             ex.http_status, ex.response = status, body
+            self._finish(ex)
             return await _send_json(send, status, body)
         ex.upstream_headers_ms = ex.elapsed_ms()
         ex.http_status = response.status_code
@@ -185,7 +187,7 @@ class Gateway:
             if response.is_success and is_sse:
                 await self._relay_stream(ex, prepared, response, send)
             else:
-                await _relay_body(ex, response, send)
+                await self._relay_body(ex, response, send)
         finally:
             await response.aclose()
 
@@ -213,6 +215,9 @@ class Gateway:
             ex.error = f"upstream stream broke: {type(err).__name__}: {err}"
         finally:
             ex.usage, ex.response = watcher.usage(), watcher.result()
+        # Metered and logged before the agent sees the end, so its next request is checked
+        # against this one's usage.
+        self._finish(ex)
         await send({"type": "http.response.body", "body": splitter.rest(), "more_body": False})
 
     async def _refuse(self, ex: _Exchange, send: Any, kind: ErrorKind, message: str) -> None:
@@ -220,11 +225,34 @@ class Gateway:
         assert self.store is not None
         ex.id = self.store.refuse(self.episode.episode_id, ex.dialect.name, ex.model, status)
         ex.state, ex.http_status, ex.response, ex.error = "refused", status, body, message
+        self._finish(ex)
         await _send_json(send, status, body)
 
+    async def _relay_body(self, ex: _Exchange, response: httpx.Response, send: Any) -> None:
+        """A whole answer: success bodies are metered, error bodies pass through untouched."""
+        body = await response.aread()
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = body.decode("utf-8", "replace")
+        ex.response = parsed
+        if response.is_success and isinstance(parsed, dict):
+            ex.usage, ex.state = ex.dialect.body_usage(parsed), "done"
+        elif response.is_success:
+            ex.error = "upstream answered a body that is not a JSON object"
+        else:
+            ex.error = f"upstream answered HTTP {response.status_code}"
+        self._finish(ex)
+        headers = [*_response_headers(response), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": response.status_code,
+                    "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
     def _finish(self, ex: _Exchange) -> None:
-        if ex.id is None:
+        """Write the ledger row and the log line, once."""
+        if ex.id is None or ex.finished:
             return
+        ex.finished = True
         assert self.store is not None and self.log is not None
         dollars = ex.usage.dollars(self.config.price(ex.model))
         if ex.state != "refused":
@@ -265,26 +293,6 @@ async def _read_body(receive: Any, limit: int) -> bytes | None:
 def _response_headers(response: httpx.Response) -> list[tuple[bytes, bytes]]:
     return [(name.lower(), value) for name, value in response.headers.raw
             if name.decode("latin-1").lower() not in _HOP_BY_HOP]
-
-
-async def _relay_body(ex: _Exchange, response: httpx.Response, send: Any) -> None:
-    """A whole answer: success bodies are metered, error bodies pass through untouched."""
-    body = await response.aread()
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        parsed = body.decode("utf-8", "replace")
-    ex.response = parsed
-    if response.is_success and isinstance(parsed, dict):
-        ex.usage, ex.state = ex.dialect.body_usage(parsed), "done"
-    elif response.is_success:
-        ex.error = "upstream answered a body that is not a JSON object"
-    else:
-        ex.error = f"upstream answered HTTP {response.status_code}"
-    headers = [*_response_headers(response), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": response.status_code,
-                "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
