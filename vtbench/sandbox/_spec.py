@@ -73,7 +73,7 @@ class SandboxSpec(Strict):
     """Host paths visible inside, in order (a later mount may cover part of an earlier)."""
     env: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ENV))
     """The exact environment of the command; nothing is inherited from the caller.
-    ``CUDA_VISIBLE_DEVICES`` is added when ``gpus`` is set."""
+    ``CUDA_VISIBLE_DEVICES`` is added when ``gpus`` is set, and bwrap sets ``PWD``."""
     cwd: Path = Path("/tmp")
     """Working directory inside the sandbox."""
     limits: Limits = Limits()
