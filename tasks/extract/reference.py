@@ -1,0 +1,74 @@
+"""extract reference solution: scripted changes to data and trainer (the harness is fixed).
+
+Data: read the sentence back out of every row (either prompt format), relabel it with a
+parser of the sentence patterns, rewrite the row in the harness's format with a JSON
+completion, remove duplicates and synthesise sentences of the patterns the data
+under-represents. Trainer: completion-only loss, higher learning rate with warm-up and
+cosine decay, more steps.
+"""
+
+import json
+import random
+import re
+from pathlib import Path
+
+from vtbench.tasks.tiny_reference import improve_trainer, read_rows, write_rows
+
+NAME, AGE = r"(?P<name>[A-Z][a-z]+ [A-Z][a-z]+)", r"(?P<age>\d+)"
+CITY, JOB, A = r"(?P<city>[A-Z][a-z]+)", r"(?P<job>[a-z]+)", r"an? "
+PATTERNS = [re.compile(pattern) for pattern in (
+    rf"{NAME} is a {AGE}-year-old {JOB} from {CITY}\.",
+    rf"{NAME}, {AGE}, works as {A}{JOB} in {CITY}\.",
+    rf"{CITY} is home to {NAME}, {A}{JOB} aged {AGE}\.",
+    rf"{NAME} works as {A}{JOB} in {CITY}\.",
+    rf"{NAME} is {A}{JOB} and is {AGE} years old\.",
+    rf"{NAME} lives in {CITY} and turned {AGE} last May\.",
+    rf"Our new {JOB} is {NAME}\.",
+    rf"{NAME} just moved to {CITY}\.",
+    rf"At {AGE}, {NAME} became {A}{JOB}\.",
+)]
+FIELDS = ("name", "age", "city", "job")
+PROMPT = "Text: {text}\nJSON:"
+
+
+def parse_sentence(text: str) -> dict | None:
+    """The fields a sentence states, in a fixed order, or None for an unknown pattern."""
+    for pattern in PATTERNS:
+        match = pattern.fullmatch(text)
+        if match:
+            found = match.groupdict()
+            label: dict[str, object] = {f: found[f] for f in FIELDS if f in found}
+            if "age" in label:
+                label["age"] = int(found["age"])
+            return label
+    return None
+
+
+def clean_row(row: dict) -> dict | None:
+    match = re.fullmatch(r"(?:Text|Sentence): (.+)\n(?:JSON|Output):", row.get("prompt", ""))
+    label = parse_sentence(match.group(1)) if match else None
+    if match is None or label is None:
+        return None
+    return {"prompt": PROMPT.format(text=match.group(1)), "completion": " " + json.dumps(label)}
+
+
+def apply_data(data_dir: Path, task) -> None:
+    cleaned = {}
+    for row in read_rows(data_dir):
+        fixed = clean_row(row)
+        if fixed:
+            cleaned[fixed["prompt"]] = fixed
+    rng = random.Random(7)
+    while len(cleaned) < 2400:
+        person = task.builder.make_person(rng)
+        fixed = clean_row({"prompt": PROMPT.format(text=person["text"])})
+        if fixed:
+            cleaned[fixed["prompt"]] = fixed
+    write_rows(data_dir, list(cleaned.values()))
+
+
+def apply_trainer(trainer_dir: Path, task) -> None:
+    improve_trainer(trainer_dir, steps=300, lr=2e-3, schedule="cosine", warmup_steps=20)
+
+
+apply_harness = None
