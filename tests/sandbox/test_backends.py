@@ -1,0 +1,82 @@
+"""Backend resolution, the dev-only ``none`` backend, the docker error, and spec strictness."""
+
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from vtbench.errors import SandboxError, SandboxUnavailable
+from vtbench.sandbox import BACKENDS, Limits, Mount, SandboxSpec, get_sandbox
+
+
+def test_an_unknown_backend_name_lists_the_valid_ones() -> None:
+    with pytest.raises(SandboxError) as caught:
+        get_sandbox("firejail")
+    line = caught.value.one_line()
+    assert "firejail" in line
+    for name in BACKENDS:
+        assert name in line
+
+
+def test_the_none_backend_warns_loudly_on_every_start(capsys: pytest.CaptureFixture[str]) -> None:
+    backend = get_sandbox("none")
+    first = backend.run(["/bin/sh", "-c", "echo $ONLY"], SandboxSpec(env={"ONLY": "dev"}))
+    second = backend.run(["true"], SandboxSpec(env={"PATH": "/usr/bin:/bin"}))
+    assert first.stdout == b"dev\n" and second.returncode == 0
+    assert capsys.readouterr().err.count("NO isolation") == 2
+
+
+def test_the_none_backend_still_enforces_the_wall_limit() -> None:
+    spec = SandboxSpec(limits=Limits(wall_seconds=0.5))
+    result = get_sandbox("none").run(["/bin/sleep", "30"], spec)
+    assert result.timed_out and result.killed_by_limit == "wall_seconds"
+    assert result.wall_seconds < 5
+
+
+def test_docker_without_a_reachable_daemon_fails_in_one_line_naming_the_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The docker CLI here has no daemon behind it; point it at a socket that is not there.
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(SandboxUnavailable) as caught:
+        get_sandbox("docker")
+    line = caught.value.one_line()
+    assert "\n" not in line
+    assert "no Docker daemon is reachable" in line
+    assert "start the Docker daemon" in line and "bwrap" in line
+
+
+def test_docker_without_the_cli_fails_in_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SandboxUnavailable, match="no Docker daemon is reachable"):
+        get_sandbox("docker")
+
+
+def test_the_spec_refuses_unknown_fields_and_relative_paths() -> None:
+    with pytest.raises(ValidationError):
+        SandboxSpec.model_validate({"mounts": [], "netwrok": True})
+    with pytest.raises(ValidationError):
+        Mount(source=Path("relative"), target=Path("/x"))
+    with pytest.raises(ValidationError):
+        SandboxSpec(cwd=Path("workspace"))
+    with pytest.raises(ValidationError):
+        SandboxSpec(tcp_relays={70000: Path("/run/x.sock")})
+
+
+def test_a_missing_mount_source_fails_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nothing-here"
+    spec = SandboxSpec(mounts=[Mount(source=missing, target=Path("/data"))])
+    with pytest.raises(SandboxError, match=str(missing)):
+        get_sandbox("bwrap").run(["true"], spec)
+
+
+def test_gpus_set_cuda_visible_devices(tmp_path: Path) -> None:
+    spec = SandboxSpec(env={}, gpus=[1, 3])
+    result = get_sandbox("bwrap").run(["/usr/bin/env"], spec)
+    lines = result.stdout.decode().splitlines()
+    assert "CUDA_VISIBLE_DEVICES=1,3" in lines
+    nodes = [name for name in os.listdir("/dev") if name.startswith("nvidia")]
+    listing = get_sandbox("bwrap").run(["/bin/ls", "/dev"], spec).stdout.decode().split()
+    assert sorted(n for n in listing if n.startswith("nvidia")) == sorted(nodes)
