@@ -83,3 +83,7 @@ class SandboxError(VtbenchError):
 
 class SandboxUnavailable(SandboxError):
     """A sandbox backend cannot run on this host; the hint names the fix."""
+
+
+class ModelServerError(VtbenchError):
+    """The model server could not start, died, or was asked for an unknown backend."""

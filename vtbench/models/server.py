@@ -1,0 +1,563 @@
+"""The OpenAI-compatible model server for a local HF causal-LM checkpoint, and its handle.
+
+Two halves:
+
+- the server process (``python -m vtbench.models.server --model DIR --socket PATH``):
+  FastAPI on a unix socket (optionally also TCP on 127.0.0.1) with ``/v1/completions``,
+  ``/v1/chat/completions``, ``/v1/models``, ``/health`` and ``/v1/stats`` (batching
+  counters). Concurrent requests are batched by :class:`~vtbench.models.batching.BatchEngine`.
+  Errors are OpenAI error objects (400 for the caller's mistakes). It is trusted code
+  serving untrusted weights: the checkpoint is loaded only through
+  :mod:`vtbench.models.checkpoint` (safetensors, no remote code, no network).
+- the handle other code uses: the :class:`ModelServer` protocol, implemented by
+  :class:`TransformersServer` (ours, the default) and :class:`VllmServer` (when ``vllm``
+  is installed), picked by name through :func:`resolve_server`, and :func:`serve_model`::
+
+      with serve_model(Path("models/initial")) as server:
+          with server.client() as http:           # httpx over the unix socket
+              http.post("/v1/completions", json={"prompt": "2+2=", "max_tokens": 4})
+          server.base_url                         # for OpenAI clients (TCP when port given)
+
+  ``start`` returns once ``/health`` answers. A server that exits while starting raises
+  :class:`CheckpointError` (bad weights) or :class:`ModelServerError` with its last log
+  line, never hangs; ``stop`` terminates it, and it exits by itself if its parent dies.
+
+Sampling follows the OpenAI defaults (``temperature`` 1, ``top_p`` 1, ``max_tokens`` 16
+for completions, the rest of the context for chat); ``temperature`` 0 is greedy and gives
+the tokens of a direct greedy ``generate``. Beyond OpenAI, ``ignore_eos`` (as in vLLM) is
+accepted. Streaming, ``echo``, penalties and token-id prompts are refused with a 400.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from vtbench.errors import CheckpointError, MissingDependency, ModelServerError, VtbenchError
+
+if TYPE_CHECKING:
+    import httpx
+    from fastapi import FastAPI
+
+    from vtbench.models.batching import BatchEngine, Completion, GenerationRequest
+
+CHECKPOINT_EXIT_CODE = 3
+MAX_SOCKET_PATH = 100  # AF_UNIX paths are limited to 108 bytes
+
+
+# ---------------------------------------------------------------- wire format (requests)
+
+class _Sampling(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = ""
+    """Accepted and echoed; the server serves one model whatever the name."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    n: int = Field(default=1, ge=1, le=128)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    ignore_eos: bool = False
+    """Generate exactly ``max_tokens`` tokens (vLLM's extension)."""
+    stream: Literal[False] = False
+    presence_penalty: Literal[0] = 0
+    frequency_penalty: Literal[0] = 0
+    user: str | None = None
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[str]
+    logprobs: int | None = Field(default=None, ge=0, le=20)
+    echo: Literal[False] = False
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: str
+    content: str | list[dict[str, str]] | None = None
+    name: str | None = None
+
+
+class ChatRequest(_Sampling):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+
+
+class BadRequest(ValueError):
+    """The caller's mistake that pydantic cannot see (too long a prompt, a bad template)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+# ---------------------------------------------------------------- the app
+
+class _Service:
+    """Turns validated requests into engine requests and engine completions into responses."""
+
+    def __init__(self, engine: "BatchEngine", name: str, context: int) -> None:
+        self.engine, self.name, self.context = engine, name, context
+        self.tokenizer = engine.tokenizer
+
+    def engine_request(self, body: _Sampling, prompt_ids: list[int], default_max: int | None,
+                       logprobs: int | None) -> "GenerationRequest":
+        from vtbench.models.batching import GenerationRequest
+
+        room = self.context - len(prompt_ids)
+        max_tokens = body.max_tokens or default_max or room
+        if max_tokens > room:
+            raise BadRequest(f"prompt has {len(prompt_ids)} tokens; with max_tokens={max_tokens}"
+                             f" it exceeds the model's context of {self.context}", "max_tokens")
+        stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
+        return GenerationRequest(prompt_ids, max_tokens, body.n, body.temperature, body.top_p,
+                                 body.seed, stop, body.ignore_eos, logprobs)
+
+    async def complete(self, requests: "list[GenerationRequest]") -> "list[list[Completion]]":
+        futures = [asyncio.wrap_future(self.engine.submit(r)) for r in requests]
+        return list(await asyncio.gather(*futures))
+
+    def chat_prompt(self, body: ChatRequest) -> list[int]:
+        messages = [{"role": m.role, "content": _text(m.content)} for m in body.messages]
+        try:
+            rendered = self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                          add_generation_prompt=True)
+        except Exception as err:  # a template may raise anything (jinja, missing template)
+            raise BadRequest(f"cannot apply the chat template: {err}", "messages") from err
+        bos = self.tokenizer.bos_token
+        # Templates that write the BOS token themselves must not get a second one.
+        special = not (bos and rendered.startswith(bos))
+        return list(self.tokenizer(rendered, add_special_tokens=special).input_ids)
+
+    def usage(self, prompts: list[list[int]], results: "list[list[Completion]]") -> dict[str, int]:
+        prompt_tokens = sum(len(p) for p in prompts)
+        completion = sum(len(c.token_ids) for group in results for c in group)
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+                "total_tokens": prompt_tokens + completion}
+
+
+def _text(content: str | list[dict[str, str]] | None) -> str:
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content)
+    return content or ""
+
+
+def _completion_logprobs(c: "Completion") -> dict[str, Any] | None:
+    if c.logprobs is None:
+        return None
+    offsets, at = [], 0
+    for item in c.logprobs:
+        offsets.append(at)
+        at += len(item.token)
+    return {"tokens": [i.token for i in c.logprobs],
+            "token_logprobs": [i.logprob for i in c.logprobs],
+            "top_logprobs": [dict(i.top) for i in c.logprobs], "text_offset": offsets}
+
+
+def _chat_logprobs(c: "Completion") -> dict[str, Any] | None:
+    if c.logprobs is None:
+        return None
+    return {"content": [
+        {"token": i.token, "logprob": i.logprob, "bytes": list(i.token.encode()),
+         "top_logprobs": [{"token": t, "logprob": v, "bytes": list(t.encode())} for t, v in i.top]}
+        for i in c.logprobs]}
+
+
+def _error(status: int, message: str, kind: str, param: str | None = None) -> Any:
+    from fastapi.responses import JSONResponse
+
+    body = {"error": {"message": message, "type": kind, "param": param, "code": None}}
+    return JSONResponse(body, status_code=status)
+
+
+def create_app(service: _Service, port: int | None = None) -> "FastAPI":
+    """The FastAPI app over ``service``; every error leaves as an OpenAI error object."""
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+
+    app = FastAPI(title="vtbench model server", docs_url=None, redoc_url=None)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, err: RequestValidationError) -> Any:
+        first = err.errors()[0] if err.errors() else {"msg": "invalid request", "loc": ()}
+        param = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
+        return _error(400, f"{param or 'body'}: {first['msg']}", "invalid_request_error", param)
+
+    @app.exception_handler(BadRequest)
+    async def bad(_: Request, err: BadRequest) -> Any:
+        return _error(400, str(err), "invalid_request_error", err.param)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, err: HTTPException) -> Any:
+        return _error(err.status_code, str(err.detail), "invalid_request_error")
+
+    @app.exception_handler(Exception)
+    async def crash(_: Request, err: Exception) -> Any:
+        return _error(500, f"internal error: {type(err).__name__}: {err}", "server_error")
+
+    @app.get("/health")
+    async def health() -> Any:
+        if not service.engine.alive:
+            return _error(503, "generation worker has stopped", "server_error")
+        return {"status": "ok", "model": service.name, "port": port}
+
+    @app.get("/v1/models")
+    async def models() -> Any:
+        return {"object": "list", "data": [{"id": service.name, "object": "model",
+                                            "created": 0, "owned_by": "vtbench"}]}
+
+    @app.get("/v1/stats")
+    async def stats() -> Any:
+        return vars(service.engine.stats)
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest) -> Any:
+        texts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
+        if not texts:
+            raise BadRequest("prompt must not be empty", "prompt")
+        prompts = [list(service.tokenizer(t).input_ids) for t in texts]
+        requests = [service.engine_request(body, p, 16, body.logprobs) for p in prompts]
+        results = await service.complete(requests)
+        choices = [{"index": i * body.n + j, "text": c.text, "finish_reason": c.finish_reason,
+                    "logprobs": _completion_logprobs(c)}
+                   for i, group in enumerate(results) for j, c in enumerate(group)]
+        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
+                "created": int(time.time()), "model": body.model or service.name,
+                "choices": choices, "usage": service.usage(prompts, results)}
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: ChatRequest) -> Any:
+        prompt = service.chat_prompt(body)
+        if body.max_completion_tokens and not body.max_tokens:
+            body.max_tokens = body.max_completion_tokens
+        top = (body.top_logprobs or 0) if body.logprobs else None
+        results = await service.complete([service.engine_request(body, prompt, None, top)])
+        choices = [{"index": j, "message": {"role": "assistant", "content": c.text},
+                    "finish_reason": c.finish_reason, "logprobs": _chat_logprobs(c)}
+                   for j, c in enumerate(results[0])]
+        return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
+                "created": int(time.time()), "model": body.model or service.name,
+                "choices": choices, "usage": service.usage([prompt], results)}
+
+    return app
+
+
+# ---------------------------------------------------------------- the server process
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m vtbench.models.server",
+                                     description="OpenAI-compatible server for a checkpoint")
+    parser.add_argument("--model", type=Path, required=True, help="checkpoint directory")
+    parser.add_argument("--socket", type=Path, required=True, help="unix socket to listen on")
+    parser.add_argument("--port", type=int, help="also listen on 127.0.0.1:PORT (0: any)")
+    parser.add_argument("--max-batch", type=int, default=64, help="rows per generate call")
+    parser.add_argument("--window-ms", type=float, default=50.0,
+                        help="longest wait for a batch to fill")
+    parser.add_argument("--gap-ms", type=float, default=5.0,
+                        help="stop collecting once no request arrived for this long")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument("--exit-with-parent", type=int, metavar="PID",
+                        help="exit when process PID is no longer the parent")
+    return parser
+
+
+def _listen(socket_path: Path, port: int | None) -> list[socket.socket]:
+    socket_path.unlink(missing_ok=True)
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(str(socket_path))
+    # Who may connect is decided by the directory holding the socket.
+    os.chmod(socket_path, 0o666)
+    sockets = [unix]
+    if port is not None:
+        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tcp.bind(("127.0.0.1", port))
+        sockets.append(tcp)
+    return sockets
+
+
+def _watch_parent(parent: int) -> None:
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def run_server(args: argparse.Namespace) -> None:
+    """Load the checkpoint, then serve until SIGTERM/SIGINT."""
+    import torch
+    import uvicorn
+    from transformers.utils import logging as hf_logging
+
+    from vtbench.models.batching import BatchEngine
+    from vtbench.models.checkpoint import load_checkpoint, load_tokenizer
+
+    if args.exit_with_parent:
+        _watch_parent(args.exit_with_parent)
+    torch.set_num_threads(args.threads)
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = load_checkpoint(args.model, device)
+    tokenizer = load_tokenizer(args.model)
+    engine = BatchEngine(model, tokenizer, max_batch=args.max_batch,
+                         window_s=args.window_ms / 1000, gap_s=args.gap_ms / 1000)
+    context = int(getattr(model.config, "max_position_embeddings", 0) or
+                  getattr(tokenizer, "model_max_length", 2048))
+    sockets = _listen(args.socket, args.port)
+    port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
+    app = create_app(_Service(engine, args.model.resolve().name, context), port)
+    engine.start()
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=30)
+    try:
+        uvicorn.Server(config).run(sockets=sockets)
+    finally:
+        engine.stop()
+        args.socket.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        run_server(args)
+    except CheckpointError as err:
+        print(f"error: {err.one_line()}", file=sys.stderr, flush=True)
+        return CHECKPOINT_EXIT_CODE
+    except (VtbenchError, OSError) as err:
+        message = err.one_line() if isinstance(err, VtbenchError) else str(err)
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+# ---------------------------------------------------------------- the handle
+
+class ModelServer(Protocol):
+    """A running OpenAI-compatible server for one checkpoint (use as a context manager)."""
+
+    socket: Path
+    """The unix socket it listens on."""
+    port: int | None
+    """Its TCP port on 127.0.0.1, when one was asked for (0 asks for any free port)."""
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` with a port, else ``http://localhost/v1`` (socket)."""
+        ...
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def client(self, timeout: float = 600.0) -> "httpx.Client":
+        """An httpx client over the unix socket; paths are relative (``/v1/completions``)."""
+        ...
+    def stats(self) -> dict[str, Any]:
+        """Batching counters from ``/v1/stats`` (``requests``, ``generate_calls``,
+        ``generate_seconds``, ...); empty for a backend without them."""
+        ...
+    def check_alive(self) -> None:
+        """Raise :class:`ModelServerError` (with the last log line) if the process has died."""
+        ...
+    def __enter__(self) -> "ModelServer": ...
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None: ...
+
+
+class _ServerProcess:
+    """Runs a server command in a subprocess; shared by the backends."""
+
+    def __init__(self, model_dir: Path, socket: Path | None = None, *,
+                 port: int | None = None, device: str = "auto", threads: int = 1,
+                 max_batch: int = 64, startup_timeout: float = 180.0,
+                 extra_args: Sequence[str] = ()) -> None:
+        self.model_dir = Path(model_dir)
+        self._own_dir = None if socket else Path(tempfile.mkdtemp(prefix="vtb-srv-"))
+        self.socket = Path(socket or self._own_dir / "model.sock")  # type: ignore[operator]
+        if len(str(self.socket)) > MAX_SOCKET_PATH:
+            raise ModelServerError(f"{self.socket}: socket path too long for AF_UNIX",
+                                   hint=f"use a path under {MAX_SOCKET_PATH} characters")
+        self.port, self.device, self.threads = port, device, threads
+        self.max_batch, self.startup_timeout = max_batch, startup_timeout
+        self.extra_args = list(extra_args)  # backend-specific flags, e.g. ["--window-ms", "100"]
+        self.log_path = self.socket.with_suffix(".log")
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1" if self.port else "http://localhost/v1"
+
+    def client(self, timeout: float = 600.0) -> "httpx.Client":
+        import httpx
+
+        return httpx.Client(transport=httpx.HTTPTransport(uds=str(self.socket)),
+                            base_url="http://localhost", timeout=timeout)
+
+    def stats(self) -> dict[str, Any]:
+        self.check_alive()
+        with self.client(timeout=30.0) as http:
+            answer = http.get("/v1/stats")
+        return dict(answer.json()) if answer.status_code == 200 else {}
+
+    def start(self) -> None:
+        from vtbench.models.checkpoint import check_checkpoint
+
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "OMP_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false"}
+        try:
+            check_checkpoint(self.model_dir)
+            command = self.command()
+            with self.log_path.open("wb") as log:
+                self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                                 stdin=subprocess.DEVNULL, env=env)
+            self._wait_until_healthy()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_until_healthy(self) -> None:
+        import httpx
+
+        deadline = time.monotonic() + self.startup_timeout
+        with self.client(timeout=5.0) as http:
+            while time.monotonic() < deadline:
+                self.check_alive()
+                if self.socket.exists():
+                    with contextlib.suppress(httpx.TransportError):
+                        answer = http.get("/health")
+                        if answer.status_code == 200:
+                            if self.port == 0:
+                                self.port = answer.json().get("port")
+                            return
+                time.sleep(0.05)
+        raise ModelServerError(
+            f"model server for {self.model_dir} did not answer within {self.startup_timeout:.0f}s",
+            hint=f"see {self.log_path}")
+
+    def check_alive(self) -> None:
+        process = self._process
+        if process is None:
+            raise ModelServerError("model server is not started", hint="call start() first")
+        code = process.poll()
+        if code is None:
+            return
+        last = _last_line(self.log_path) or f"exit code {code}"
+        if code == CHECKPOINT_EXIT_CODE:
+            raise CheckpointError(last.removeprefix("error: "))
+        raise ModelServerError(f"model server exited ({code}): {last}",
+                               hint=f"see {self.log_path}")
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._own_dir is not None:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
+
+    def __enter__(self) -> "_ServerProcess":
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.stop()
+
+
+class TransformersServer(_ServerProcess):
+    """Our server (:mod:`vtbench.models.server`) on the CPU or one CUDA device."""
+
+    def command(self) -> list[str]:
+        command = [sys.executable, "-m", "vtbench.models.server", "--model", str(self.model_dir),
+                   "--socket", str(self.socket), "--device", self.device,
+                   "--threads", str(self.threads), "--max-batch", str(self.max_batch),
+                   "--exit-with-parent", str(os.getpid())]
+        port = ["--port", str(self.port)] if self.port is not None else []
+        return command + port + self.extra_args
+
+
+class VllmServer(_ServerProcess):
+    """vLLM's OpenAI server on the same socket; ``$VTBENCH_VLLM_PYTHON`` may name its Python."""
+
+    def command(self) -> list[str]:
+        python = os.environ.get("VTBENCH_VLLM_PYTHON", sys.executable)
+        if python == sys.executable and importlib.util.find_spec("vllm") is None:
+            raise MissingDependency("the vllm backend needs the vllm package",
+                                    hint="pip install 'vtbench[gpu]' (or pip install vllm)")
+        if self.port is not None:
+            raise ModelServerError("the vllm backend listens on the unix socket only",
+                                   hint="leave port unset")
+        return [python, "-m", "vllm.entrypoints.openai.api_server", "--model",
+                str(self.model_dir), "--uds", str(self.socket), "--load-format",
+                "safetensors", "--served-model-name", self.model_dir.resolve().name,
+                "--max-num-seqs", str(self.max_batch), *self.extra_args]
+
+
+SERVER_BACKENDS: dict[str, type[_ServerProcess]] = {
+    "transformers": TransformersServer, "vllm": VllmServer}
+
+
+def resolve_server(name: str) -> type[_ServerProcess]:
+    """The server backend called ``name``; an unknown name lists the valid ones."""
+    try:
+        return SERVER_BACKENDS[name]
+    except KeyError:
+        raise ModelServerError(f"unknown model server backend {name!r}",
+                               hint=f"choose one of {', '.join(SERVER_BACKENDS)}") from None
+
+
+@contextlib.contextmanager
+def serve_model(model_dir: Path, socket: Path | None = None, *,
+                backend: str = "transformers", **options: Any) -> Iterator[ModelServer]:
+    """Start a server for ``model_dir``, yield it once healthy, stop it on exit.
+
+    ``options`` are ``port``, ``device``, ``threads``, ``max_batch``, ``startup_timeout``
+    and ``extra_args`` (flags passed to the backend's command line).
+    """
+    server = resolve_server(backend)(model_dir, socket, **options)
+    with server:
+        yield server
+
+
+def _last_line(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+        lines = [line for line in lines if line]
+        errors = [line for line in lines if line.startswith("error:")]
+        return (errors or lines or [""])[-1]
+    return ""
+
+
+if __name__ == "__main__":
+    sys.exit(main())
