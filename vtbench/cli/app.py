@@ -2,7 +2,7 @@
 
 import typer
 
-from vtbench.cli import gateway, tasks
+from vtbench.cli import gateway, report, tasks
 
 app = typer.Typer(
     help="VibeTraining-Bench: evaluate research agents that co-design data, trainer and harness.",
@@ -11,3 +11,4 @@ app = typer.Typer(
 )
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(gateway.app, name="gateway")
+app.command("report")(report.report)

@@ -1,0 +1,148 @@
+"""The real key goes upstream, the agent's never does; spent budgets refuse before upstream."""
+
+from typing import Any
+
+import pytest
+
+from tests.fakes.scripted_upstream import ScriptedUpstream, say
+from tests.gateway.agent_calls import AGENT_KEY, send
+from tests.gateway.conftest import REAL_ANTHROPIC_KEY, REAL_OPENAI_KEY
+from vtbench.gateway import BUDGET_MESSAGE, Budget
+
+APIS = ["anthropic", "chat", "responses"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("api", APIS)
+def test_the_real_key_replaces_the_agents_key_upstream(
+    api: str, stream: bool, scripted_upstream: ScriptedUpstream, start_gateway: Any
+) -> None:
+    scripted_upstream.play(say("hi"))
+    gateway = start_gateway()
+
+    assert send(gateway.client, api, stream).status_code == 200
+
+    [recorded] = scripted_upstream.requests
+    assert AGENT_KEY not in repr(recorded.headers)
+    if api == "anthropic":
+        assert recorded.headers["x-api-key"] == REAL_ANTHROPIC_KEY
+        assert "authorization" not in recorded.headers
+        assert recorded.query == "beta=true"
+        assert recorded.headers["anthropic-version"] == "2023-06-01"
+    else:
+        assert recorded.headers["authorization"] == f"Bearer {REAL_OPENAI_KEY}"
+        assert "x-api-key" not in recorded.headers
+
+
+def test_credential_headers_of_any_name_are_dropped(
+    scripted_upstream: ScriptedUpstream, start_gateway: Any
+) -> None:
+    scripted_upstream.play(say("hi"))
+    gateway = start_gateway()
+    body = {"model": "gpt-test", "input": "hi"}
+    sneaky = {"api-key": "x1", "cookie": "x2", "openai-organization": "x3",
+              "x-goog-api-key": "x4", "proxy-authorization": "x5", "x-keep-me": "yes"}
+
+    gateway.client.post("/v1/responses", json=body, headers=sneaky)
+
+    headers = scripted_upstream.requests[0].headers
+    assert not {"api-key", "cookie", "openai-organization", "x-goog-api-key",
+                "proxy-authorization"} & set(headers)
+    assert headers["x-keep-me"] == "yes"
+
+
+def test_the_real_key_never_appears_in_the_trajectory(
+    scripted_upstream: ScriptedUpstream, start_gateway: Any
+) -> None:
+    scripted_upstream.play(say("hi"))
+    gateway = start_gateway()
+    send(gateway.client, "anthropic", stream=True)
+    text = gateway.episode.trajectory_path().read_text()
+    assert REAL_ANTHROPIC_KEY not in text and REAL_OPENAI_KEY not in text
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("api", APIS)
+def test_a_spent_token_budget_refuses_in_the_providers_error_shape_without_upstream(
+    api: str, stream: bool, scripted_upstream: ScriptedUpstream, start_gateway: Any
+) -> None:
+    scripted_upstream.play(say("spend it all", input_tokens=60, output_tokens=40))
+    gateway = start_gateway(budget=Budget(max_tokens=100))
+    assert send(gateway.client, api, stream).status_code == 200
+
+    refused = send(gateway.client, api, stream)
+
+    assert len(scripted_upstream.requests) == 1, "the refused request reached the upstream"
+    body = refused.json()
+    if api == "anthropic":
+        assert refused.status_code == 400
+        assert body["type"] == "error"
+        assert body["error"]["type"] == "invalid_request_error"
+        message = body["error"]["message"]
+    else:
+        assert refused.status_code == 429
+        assert body["error"]["type"] == "insufficient_quota"
+        assert body["error"]["code"] == "insufficient_quota"
+        message = body["error"]["message"]
+    assert message.startswith(BUDGET_MESSAGE)
+    assert "100 of 100 tokens" in message
+    totals = gateway.totals()
+    assert (totals.tokens, totals.refused, totals.exchanges) == (100, 1, 2)
+    assert [line.state for line in gateway.trajectory()] == ["done", "refused"]
+
+
+def test_a_spent_dollar_budget_refuses_the_next_request(
+    scripted_upstream: ScriptedUpstream, start_gateway: Any
+) -> None:
+    # claude-test: 3 USD / M input, 15 USD / M output -> 0.003 + 0.0015 = 0.0045 USD
+    scripted_upstream.play(say("pricey", input_tokens=1000, output_tokens=100), pick="sequence")
+    gateway = start_gateway(budget=Budget(max_dollars=0.004))
+
+    first = send(gateway.client, "anthropic", stream=False)
+    second = send(gateway.client, "anthropic", stream=False)
+
+    assert first.status_code == 200
+    assert second.status_code == 400
+    assert "$0.0045 of $0.0040" in second.json()["error"]["message"]
+    assert gateway.totals().dollars == pytest.approx(0.0045)
+
+
+def test_a_zero_budget_refuses_the_first_request(
+    scripted_upstream: ScriptedUpstream, start_gateway: Any
+) -> None:
+    gateway = start_gateway(budget=Budget(max_tokens=0))
+    assert send(gateway.client, "responses", stream=True).status_code == 429
+    assert scripted_upstream.requests == []
+
+
+def test_an_unknown_model_is_priced_at_the_default_price(
+    scripted_upstream: ScriptedUpstream, start_gateway: Any
+) -> None:
+    scripted_upstream.play(say("hi", input_tokens=1000, output_tokens=500))
+    gateway = start_gateway()
+    send(gateway.client, "chat", stream=False, model="mystery-model")
+    # default price of the test config: 10 USD / M input, 20 USD / M output
+    assert gateway.totals().dollars == pytest.approx(0.01 + 0.01)
+
+
+def test_a_model_is_priced_by_its_longest_listed_prefix(
+    scripted_upstream: ScriptedUpstream, start_gateway: Any
+) -> None:
+    scripted_upstream.play(say("hi", input_tokens=1_000_000, output_tokens=0))
+    gateway = start_gateway()
+    send(gateway.client, "anthropic", stream=False, model="claude-test-20990101")
+    assert gateway.totals().dollars == pytest.approx(3.0)
+
+
+def test_budgets_are_per_episode(
+    scripted_upstream: ScriptedUpstream, start_gateway: Any
+) -> None:
+    scripted_upstream.play(say("hi", input_tokens=50, output_tokens=50))
+    spent = start_gateway("ep-a", budget=Budget(max_tokens=100))
+    fresh = start_gateway("ep-b", budget=Budget(max_tokens=100))
+
+    assert send(spent.client, "chat", stream=False).status_code == 200
+    assert send(spent.client, "chat", stream=False).status_code == 429
+    assert send(fresh.client, "chat", stream=False).status_code == 200
+    assert spent.episode.usage_db == fresh.episode.usage_db
+    assert (spent.totals().tokens, fresh.totals().tokens) == (100, 100)
