@@ -1,10 +1,14 @@
 import json
 import random
+import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from tests.tasks.test_toolcalc import CompletionServer
 from vtbench.tasks import find_task
 from vtbench.tasks.materialize import materialize
 
@@ -157,3 +161,34 @@ def test_reference_parser_agrees_with_the_builder() -> None:
     for _ in range(2000):
         person = BUILDER.make_person(rng)
         assert REFERENCE.parse_sentence(person["text"]) == person["label"]
+
+
+def test_the_longest_possible_answer_fits_the_fixed_decoding_budget() -> None:
+    longest = {"name": f"{max(BUILDER.FIRST_NAMES, key=len)} {max(BUILDER.LAST_NAMES, key=len)}",
+               "age": BUILDER.AGES[1], "city": max(BUILDER.CITIES, key=len),
+               "job": max(BUILDER.JOBS, key=len)}
+    decoding = TASK.spec.components.harness.decoding
+    assert len(" " + json.dumps(longest)) <= decoding.max_tokens - 8
+
+
+def copying_model(prompt: str) -> str:
+    """Answers with the true label (what a perfect model writes after "JSON:")."""
+    text = re.fullmatch(r"Text: (.+)\nJSON:", prompt, re.S).group(1)
+    return " " + json.dumps(BUILDER.true_label(text)) + "\nText: more"
+
+
+def test_the_fixed_harness_turns_a_correct_model_into_full_marks(tmp_path: Path) -> None:
+    materialize(TASK, tmp_path, components=("harness",))
+    items = [{"id": f"val-{i:05d}", **item}
+             for i, item in enumerate(BUILDER.build_split(random.Random(2), 20, set()))]
+    inputs, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    inputs.write_text("".join(json.dumps({"id": i["id"], "input": i["input"]}) + "\n"
+                              for i in items))
+    decoding = TASK.spec.components.harness.decoding.model_dump_json()
+    with CompletionServer(copying_model) as server:
+        subprocess.run([sys.executable, "run.py", "--inputs", str(inputs), "--base-url",
+                        server.base_url, "--out", str(out), "--decoding", decoding],
+                       cwd=tmp_path / "harness", check=True, timeout=60)
+    assert not server.errors
+    outputs = {r["id"]: r["output"] for r in map(json.loads, out.read_text().splitlines())}
+    assert [SCORER.score(item, outputs[item["id"]]) for item in items] == [1.0] * len(items)
