@@ -8,6 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from vtbench.episode.record import (
+    BudgetSpent,
+    EpisodeRecord,
+    Lineage,
+    Submission,
+    Validation,
+)
+
 GIT_ENV = {"GIT_AUTHOR_NAME": "runner", "GIT_AUTHOR_EMAIL": "runner@localhost",
            "GIT_COMMITTER_NAME": "runner", "GIT_COMMITTER_EMAIL": "runner@localhost"}
 
@@ -101,3 +109,37 @@ class Workspace:
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
     return Workspace(tmp_path / "episode" / "workspace")
+
+
+def write_record(folder: Path, steps: list[tuple[str, float | None]], *,
+                 submitted: int | None = None, submission_snapshot: str | None = None,
+                 **fields: object) -> EpisodeRecord:
+    """A real episode.json in ``folder``: one validation per (snapshot, score) in ``steps``;
+    ``submitted`` is the 1-based validation whose pair was submitted."""
+    validations = [Validation(index=i, elapsed_seconds=60.0 * i, snapshot=snap,
+                              candidate=f"cand{i}", model_hash=f"m{i}", harness_hash=f"h{i}",
+                              score=score, compute_seconds=10.0)
+                   for i, (snap, score) in enumerate(steps, start=1)]
+    submission = None
+    if submitted is not None:
+        chosen = validations[submitted - 1]
+        submission = Submission(candidate=chosen.candidate,
+                                snapshot=submission_snapshot or chosen.snapshot,
+                                model_hash=chosen.model_hash, harness_hash=chosen.harness_hash,
+                                elapsed_seconds=60.0 * (len(steps) + 1))
+    values: dict[str, object] = {
+        "episode_id": folder.name, "task": "arith", "agent": "scripted", "seed": 0,
+        "budget_minutes": 30.0, "started_at": "2026-11-30T12:00:00+00:00",
+        "status": "finished", "submitted": submission is not None, "initial_val": 0.30,
+        "initial_test": 0.28, "reference_test": 0.60, "validations": validations,
+        "submission": submission,
+        "candidates": [Lineage(name=f"cand{i}", origin="merged" if i == 3 else "trained")
+                       for i in range(1, len(steps) + 1)],
+        "spent": BudgetSpent(wall_seconds=900, agent_seconds=800, training_seconds=500,
+                             grader_compute_seconds=30, validations=len(steps)),
+    }
+    values |= fields
+    record = EpisodeRecord.model_validate(values)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "episode.json").write_text(record.model_dump_json(indent=1))
+    return record

@@ -1,0 +1,129 @@
+"""``vtbench report`` end to end: real records and git histories, the real CLI, Chromium."""
+
+import base64
+import io
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from vtbench.analysis.synthetic import make_episodes
+
+AGENTS, TASKS, SEEDS = ["reference", "noop"], ["arith", "textfix"], [0, 1, 2]
+ROW_KEYS = {"agent", "task", "n", "gain_mean", "gain_ci", "codesign_rate",
+            "algorithm_change_rate", "normalized_gain_mean", "normalized_gain_ci"}
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("runs")
+    make_episodes(root, AGENTS, TASKS, SEEDS)
+    return root
+
+
+@pytest.fixture(scope="module")
+def html_report(runs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    result = run_cli("report", str(runs), "--html", str(out))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_json_has_one_row_per_agent_and_task(runs: Path) -> None:
+    result = run_cli("report", str(runs), "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert isinstance(rows, list) and len(rows) == len(AGENTS) * len(TASKS)
+    assert {(r["agent"], r["task"]) for r in rows} == {(a, t) for a in AGENTS for t in TASKS}
+    for row in rows:
+        assert row.keys() >= ROW_KEYS
+        assert row["n"] == len(SEEDS)
+        lo, hi = row["gain_ci"]
+        assert lo <= row["gain_mean"] <= hi
+    noop = next(r for r in rows if r["agent"] == "noop")
+    assert noop["gain_mean"] == 0 and noop["codesign_rate"] is None
+    reference = next(r for r in rows if r["agent"] == "reference")
+    assert reference["gain_mean"] > 0 and reference["codesign_rate"] > 0
+    assert reference["algorithm_change_rate"] > 0
+
+
+def test_episode_folders_and_records_can_be_named_one_by_one(runs: Path) -> None:
+    folders = sorted(p for p in runs.iterdir() if p.is_dir())
+    result = run_cli("report", str(folders[0]), str(folders[1] / "episode.json"), "--json")
+    assert result.returncode == 0, result.stderr
+    assert sum(row["n"] for row in json.loads(result.stdout)) == 2
+
+
+def test_html_is_one_file_with_tables_and_embedded_figures(html_report: Path) -> None:
+    page = html_report.read_text()
+    assert '<table id="leaderboard">' in page and '<table id="published">' in page
+    assert "<link" not in page and "<script" not in page and "http" not in page
+    images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) >= 3
+    from matplotlib.image import imread
+
+    for encoded in images:
+        pixels = imread(io.BytesIO(base64.b64decode(encoded)), format="png")
+        assert pixels.shape[0] > 100 and pixels.shape[1] > 300
+        assert pixels.std() > 0.01, "a figure is blank"
+    for agent in AGENTS:
+        assert f"<td>{agent}</td>" in page
+
+
+def test_markdown_report_holds_the_leaderboard(runs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    result = run_cli("report", str(runs), "--markdown", str(out))
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert "## Leaderboard" in text and "| reference | arith | 3 |" in text
+    assert "## Initial → final test score" in text
+
+
+def test_html_renders_in_headless_chromium(html_report: Path, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (scripts/setup installs Debian's chromium)")
+    shot = tmp_path / "report.png"
+    flags = [*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+    subprocess.run([chromium, *flags, "--window-size=1280,2400", f"--screenshot={shot}",
+                    html_report.as_uri()], capture_output=True, timeout=120, check=True)
+    dom = subprocess.run([chromium, *flags, "--dump-dom", html_report.as_uri()],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert shot.is_file() and shot.stat().st_size > 20_000
+    from matplotlib.image import imread
+
+    pixels = imread(shot)
+    assert pixels.shape[:2] == (2400, 1280) and pixels.std() > 0.05
+    assert 'id="leaderboard"' in dom and dom.count("<img") >= 3
+
+
+def test_missing_folder_is_one_line_with_the_fix(tmp_path: Path) -> None:
+    result = run_cli("report", str(tmp_path / "nowhere"), "--json")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'nowhere'}: no such episode folder or episode.json"]
+    empty = run_cli("report", str(tmp_path), "--json")
+    assert empty.returncode == 1 and "no episode records" in empty.stderr
+    assert "Traceback" not in empty.stderr
+
+
+def test_corrupt_record_is_named_not_skipped(runs: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(next(p for p in runs.iterdir() if p.is_dir()), broken)
+    (broken / "episode.json").write_text('{"schema_version": 1, "task": "arith"}')
+    result = run_cli("report", str(broken), "--json")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{broken / 'episode.json'}: not a valid episode record" in result.stderr
+
+
+def test_plain_report_prints_a_table(runs: Path) -> None:
+    result = run_cli("report", str(runs))
+    assert result.returncode == 0, result.stderr
+    assert "leaderboard (12 episodes)" in result.stdout and "reference" in result.stdout

@@ -1,0 +1,197 @@
+"""The report's figures, drawn with matplotlib's Agg renderer and returned as PNG bytes.
+
+Figures are built from :class:`matplotlib.figure.Figure` directly (no ``pyplot``), so no
+global backend state changes and nothing opens a window; matplotlib is imported only when
+a figure is drawn. Every figure reads only episode metrics and histories.
+"""
+
+import io
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from vtbench.analysis.changes import ALL_KINDS, KINDS
+from vtbench.analysis.leaderboard import Leaderboard
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from vtbench.analysis.loading import Episode
+
+AGENT_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+                 "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
+STEP_STYLES: dict[str, tuple[str, str]] = {
+    "no change": ("#bbbbbb", "o"), "D": ("#4c72b0", "o"), "T": ("#dd8452", "o"),
+    "H": ("#55a868", "o"), "2 components": ("#8172b3", "D"), "D+T+H": ("#c44e52", "*"),
+    "unclassified": ("#ffffff", "o"),
+}
+KIND_COLOURS = dict(zip(ALL_KINDS, [
+    "#08306b", "#2171b5", "#6baed6", "#9ecae1", "#c6dbef",
+    "#a63603", "#fd8d3c",
+    "#00441b", "#238b45", "#74c476", "#a1d99b", "#d9f0d3"], strict=True))
+DPI = 100
+
+
+def _figure(width: float, height: float) -> "Figure":
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    return figure
+
+
+def png(figure: "Figure") -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
+
+
+def agent_colours(agents: Sequence[str]) -> dict[str, str]:
+    return {agent: AGENT_COLOURS[i % len(AGENT_COLOURS)] for i, agent in enumerate(agents)}
+
+
+def step_category(touched: Sequence[str] | None) -> str:
+    if touched is None:
+        return "unclassified"
+    if not touched:
+        return "no change"
+    if len(touched) == 1:
+        return touched[0]
+    return "D+T+H" if len(touched) == 3 else "2 components"
+
+
+def validation_scores(episodes: Sequence["Episode"], agents: Sequence[str],
+                      tasks: Sequence[str]) -> bytes:
+    """Score of every validation over agent time, one panel per task, markers by change."""
+    from matplotlib.collections import LineCollection
+
+    columns = min(3, len(tasks))
+    rows = -(-len(tasks) // columns)
+    figure = _figure(4.2 * columns + 1.6, 3.2 * rows)
+    axes = figure.subplots(rows, columns, squeeze=False)
+    colours = agent_colours(agents)
+    for ax, task in zip(axes.flat, tasks, strict=False):
+        lines: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
+        points: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        initial = None
+        for episode in (e for e in episodes if e.record.task == task):
+            initial = episode.record.initial_val if initial is None else initial
+            steps = {s.validation: s for s in episode.history.steps if s.validation}
+            path = []
+            for validation in episode.record.validations:
+                if validation.score is None:
+                    continue
+                minutes = validation.elapsed_seconds / 60
+                path.append((minutes, validation.score))
+                step = steps.get(validation.index)
+                touched = step.change.touched if step and step.change else None
+                points[step_category(touched)].append((minutes, validation.score))
+            if path:
+                lines[episode.record.agent].append(path)
+        for agent, paths in lines.items():
+            ax.add_collection(LineCollection(paths, colors=colours[agent], linewidths=1.0,
+                                             alpha=0.55, label=agent))
+        for category, (colour, marker) in STEP_STYLES.items():
+            if points[category]:
+                xs, ys = zip(*points[category], strict=True)
+                ax.scatter(xs, ys, c=colour, marker=marker, s=34 if marker == "*" else 22,
+                           edgecolors="#333333", linewidths=0.5, zorder=3, label=category)
+        if initial is not None:
+            ax.axhline(initial, color="#888888", linestyle=":", linewidth=1)
+        ax.autoscale_view()
+        ax.set_title(task, fontsize=10)
+        ax.set_xlabel("agent minutes")
+        ax.set_ylabel("validation score")
+        ax.grid(alpha=0.25)
+    for ax in list(axes.flat)[len(tasks):]:
+        ax.set_visible(False)
+    _legend(figure, axes.flat[0], colours)
+    return png(figure)
+
+
+def _legend(figure: Any, ax: Any, colours: dict[str, str]) -> None:
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, label=a) for a, c in colours.items()]
+    handles += [Line2D([], [], linestyle="", marker=m, markerfacecolor=c,
+                       markeredgecolor="#333333", label=name)
+                for name, (c, m) in STEP_STYLES.items() if name != "unclassified"]
+    handles.append(Line2D([], [], color="#888888", linestyle=":", label="initial system (val)"))
+    figure.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
+
+
+def kind_mix(episodes: Sequence["Episode"], agents: Sequence[str]) -> bytes:
+    """Share of each change kind among all changes an agent made (one bar per agent)."""
+    counts: dict[str, Counter[str]] = {a: Counter() for a in agents}
+    for episode in episodes:
+        counts[episode.record.agent].update(episode.metrics.kind_counts)
+    figure = _figure(10, 0.55 * len(agents) + 1.6)
+    ax = figure.subplots()
+    left = [0.0] * len(agents)
+    for kind in ALL_KINDS:
+        shares = [counts[a][kind] / max(1, sum(counts[a].values())) for a in agents]
+        if any(shares):
+            component = next(c for c, kinds in KINDS.items() if kind in kinds)
+            ax.barh(agents, shares, left=left, color=KIND_COLOURS[kind],
+                    label=f"{component}: {kind}", edgecolor="white", linewidth=0.5)
+            left = [a + b for a, b in zip(left, shares, strict=True)]
+    for i, agent in enumerate(agents):
+        if not counts[agent]:
+            ax.text(0.01, i, "no changes", va="center", fontsize=8, color="#555555")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of changes")
+    ax.invert_yaxis()
+    figure.legend(loc="outside right upper", fontsize=8, frameon=False)
+    return png(figure)
+
+
+def gain_per_task(board: Leaderboard) -> bytes:
+    """Mean test gain per task and agent with its 95% bootstrap interval."""
+    agents, tasks = board.agents, board.tasks
+    colours = agent_colours(agents)
+    figure = _figure(max(6.0, 1.2 * len(tasks) * max(1, len(agents)) / 2 + 3), 3.6)
+    ax = figure.subplots()
+    width = 0.8 / max(1, len(agents))
+    for i, agent in enumerate(agents):
+        xs, ys, lows, highs = [], [], [], []
+        for j, task in enumerate(tasks):
+            row = board.row(agent, task)
+            if row is None or row.gain_mean is None or row.gain_ci is None:
+                continue
+            xs.append(j - 0.4 + width * (i + 0.5))
+            ys.append(row.gain_mean)
+            lows.append(row.gain_mean - row.gain_ci[0])
+            highs.append(row.gain_ci[1] - row.gain_mean)
+        ax.bar(xs, ys, width=width * 0.9, color=colours[agent], alpha=0.8, label=agent)
+        ax.errorbar(xs, ys, yerr=[lows, highs], fmt="o", markersize=3, color="#222222",
+                    ecolor="#222222", capsize=3)
+    ax.axhline(0, color="#444444", linewidth=0.8)
+    ax.set_xticks(range(len(tasks)), tasks)
+    ax.set_ylabel("test gain (95% CI)")
+    ax.grid(axis="y", alpha=0.25)
+    figure.legend(loc="outside right upper", fontsize=8, frameon=False)
+    return png(figure)
+
+
+def behaviour_rates(board: Leaderboard) -> bytes:
+    """Co-design, full co-design and algorithm-change rates per agent (across tasks)."""
+    agents = [row.agent for row in board.aggregate]
+    rates = {"co-design (≥2 of D,T,H)": "codesign_rate",
+             "full co-design (D+T+H)": "full_codesign_rate",
+             "algorithm change": "algorithm_change_rate"}
+    figure = _figure(10, 3.2)
+    ax = figure.subplots()
+    width = 0.8 / len(rates)
+    for i, (label, field) in enumerate(rates.items()):
+        values = []
+        for agent in agents:
+            cells = [getattr(r, field) for r in board.rows if r.agent == agent]
+            known = [v for v in cells if v is not None]
+            values.append(sum(known) / len(known) if known else 0.0)
+        ax.bar([j - 0.4 + width * (i + 0.5) for j in range(len(agents))], values,
+               width=width * 0.9, label=label, color=["#8172b3", "#c44e52", "#dd8452"][i])
+    ax.set_xticks(range(len(agents)), agents)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share of iterations")
+    ax.grid(axis="y", alpha=0.25)
+    figure.legend(loc="outside right upper", fontsize=8, frameon=False)
+    return png(figure)

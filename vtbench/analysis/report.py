@@ -1,0 +1,194 @@
+"""Turn many episodes into one report: JSON rows, Markdown, or a self-contained HTML page.
+
+The HTML page carries its CSS inline and its figures as base64 PNG ``<img>`` tags, so it
+is one file that opens anywhere without network access. Every string that came from a
+record (agent and task names, errors) is HTML-escaped. Nothing here reads anything but
+episode records, their stored histories and their workspace repositories.
+"""
+
+import base64
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from vtbench.analysis import plots
+from vtbench.analysis.leaderboard import Leaderboard, build_leaderboard, published_table
+from vtbench.analysis.loading import Episode
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1280px;
+color:#1d1d1f;padding:0 1rem;line-height:1.45}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;margin-top:2rem;
+border-bottom:1px solid #ddd;padding-bottom:.3rem}
+p.lede{color:#555;margin-top:0}
+.scroll{overflow-x:auto}
+table{border-collapse:collapse;font-size:.8rem;margin:.6rem 0;width:100%}
+th,td{padding:.28rem .45rem;border-bottom:1px solid #e5e5e5;text-align:right;white-space:nowrap}
+th{background:#f4f5f7;font-weight:600}
+td:first-child,th:first-child,td.l,th.l{text-align:left}
+tr:hover td{background:#fafbfc}
+.ci{color:#777;font-size:.78rem}.pos{color:#1a7f37}.neg{color:#cf222e}
+figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #eee}
+figcaption{color:#555;font-size:.85rem}
+details summary{cursor:pointer;color:#0969da}
+.note{background:#fff8c5;border:1px solid #eed888;padding:.5rem .8rem;font-size:.85rem}
+"""
+
+
+@dataclass
+class Report:
+    episodes: list[Episode]
+    board: Leaderboard
+
+
+def build_report(episodes: Sequence[Episode]) -> Report:
+    ordered = list(episodes)
+    return Report(ordered, build_leaderboard([e.metrics for e in ordered]))
+
+
+def json_rows(report: Report) -> list[dict[str, Any]]:
+    """Per agent × task objects: agent, task, n, gain_mean, gain_ci, rates and more."""
+    return [row.model_dump(mode="json") for row in report.board.rows]
+
+
+def _num(value: float | None, digits: int = 3, signed: bool = False) -> str:
+    if value is None:
+        return "–"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.0f}%"
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "" if ci is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+
+def leaderboard_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    headers = ["agent", "task", "n", "submitted", "gain", "95% CI", "norm. gain", "95% CI ",
+               "initial → final", "reference", "co-design", "D+T+H", "algorithm",
+               "improving", "val→test gap", "validations"]
+    rows = [[r.agent, r.task, str(r.n), _pct(r.submitted_rate), _num(r.gain_mean, signed=True),
+             _ci(r.gain_ci), _num(r.normalized_gain_mean, signed=True), _ci(r.normalized_gain_ci),
+             f"{_num(r.initial_test)} → {_num(r.final_test_mean)}", _num(r.reference_test),
+             _pct(r.codesign_rate), _pct(r.full_codesign_rate), _pct(r.algorithm_change_rate),
+             _pct(r.improvement_share), _num(r.val_test_gap, signed=True),
+             f"{r.validations_used:.1f}"] for r in board.rows]
+    return headers, rows
+
+
+def aggregate_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    headers = ["agent", "tasks", "episodes", "gain", "95% CI", "norm. gain", "95% CI ",
+               "co-design", "algorithm"]
+    rows = [[a.agent, str(a.tasks), str(a.n), _num(a.gain_mean, signed=True), _ci(a.gain_ci),
+             _num(a.normalized_gain_mean, signed=True), _ci(a.normalized_gain_ci),
+             _pct(a.codesign_rate), _pct(a.algorithm_change_rate)] for a in board.aggregate]
+    return headers, rows
+
+
+def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str]]]:
+    headers = ["episode", "agent", "task", "seed", "validations", "best val", "gain",
+               "co-design", "algorithm", "first improvement", "changes", "training / agent s"]
+    rows = []
+    for e in episodes:
+        m = e.metrics
+        kinds = ", ".join(f"{k}×{n}" for k, n in sorted(m.kind_counts.items())) or (
+            m.history_error or "none")
+        first = "–" if m.time_to_first_improvement is None else \
+            f"{m.time_to_first_improvement / 60:.1f} min"
+        rows.append([m.episode_id, m.agent, m.task, str(m.seed), str(m.validations_used),
+                     _num(m.best_val), _num(m.gain, signed=True), _pct(m.codesign_rate),
+                     _pct(m.algorithm_change_rate), first, kinds,
+                     f"{m.budget.training_seconds:.0f} / {m.budget.agent_seconds:.0f}"])
+    return headers, rows
+
+
+def _html_table(table: tuple[list[str], list[list[str]]], table_id: str) -> str:
+    headers, rows = table
+    head = "".join(f"<th>{html.escape(h.strip())}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(_html_cell(h, c) for h, c in zip(headers, row, strict=True))
+                   + "</tr>" for row in rows)
+    return (f'<div class="scroll"><table id="{table_id}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")
+
+
+def _html_cell(header: str, cell: str) -> str:
+    css = ""
+    if header.strip() in ("gain", "norm. gain") and cell != "–":
+        value = float(cell)
+        css = ' class="pos"' if value > 0 else ' class="neg"' if value < 0 else ""
+    elif header.startswith("95% CI"):
+        css = ' class="ci"'
+    elif header == "changes":
+        css = ' class="l"'
+    return f"<td{css}>{html.escape(cell)}</td>"
+
+
+def _img(png: bytes, alt: str, caption: str) -> str:
+    data = base64.b64encode(png).decode()
+    return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def render_html(report: Report) -> str:
+    board, episodes = report.board, report.episodes
+    unclassified = [e for e in episodes if e.metrics.history_error]
+    note = "" if not unclassified else (
+        f'<p class="note">{len(unclassified)} episode(s) have no readable workspace history; '
+        "their behavioural rates are left out. First: "
+        f"{html.escape(unclassified[0].metrics.history_error or '')}</p>")
+    figures = [
+        _img(plots.validation_scores(episodes, board.agents, board.tasks),
+             "validation score over time",
+             "Validation score over agent time, one line per episode; each marker is one "
+             "validation, coloured by the components changed since the step before."),
+        _img(plots.kind_mix(episodes, board.agents), "change-kind mix per agent",
+             "Change-kind mix per agent: share of each kind among all classified changes."),
+        _img(plots.gain_per_task(board), "gain per task",
+             "Mean test gain per task with 95% bootstrap intervals over seeds."),
+        _img(plots.behaviour_rates(board), "behaviour rates",
+             "Share of iterations that touch ≥ 2 components, all 3, or the training algorithm."),
+    ]
+    return "".join([
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        "<title>VibeTraining-Bench report</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>VibeTraining-Bench report</h1>",
+        f'<p class="lede">{len(episodes)} episodes · {len(board.agents)} agents · '
+        f"{len(board.tasks)} tasks · intervals: {board.level:.0%} bootstrap, "
+        f"{board.resamples} resamples, seed {board.seed}</p>", note,
+        "<h2>Leaderboard</h2>", _html_table(leaderboard_table(board), "leaderboard"),
+        "<h2>Initial → final test score</h2>",
+        _html_table(published_table(board), "published"),
+        "<h2>Across tasks</h2>", _html_table(aggregate_table(board), "aggregate"),
+        "<h2>Figures</h2>", *figures,
+        f"<h2>Episodes</h2><details><summary>{len(episodes)} episodes</summary>",
+        _html_table(episode_table(episodes), "episodes"), "</details>",
+        "</body></html>\n",
+    ])
+
+
+def _md_table(table: tuple[list[str], list[list[str]]]) -> str:
+    headers, rows = table
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line([h.strip() for h in headers]),
+                      line(["---"] * len(headers)), *map(line, rows)])
+
+
+def render_markdown(report: Report) -> str:
+    board = report.board
+    return "\n\n".join([
+        "# VibeTraining-Bench report",
+        f"{len(report.episodes)} episodes, {len(board.agents)} agents, {len(board.tasks)} "
+        f"tasks; intervals are {board.level:.0%} bootstrap intervals ({board.resamples} "
+        f"resamples, seed {board.seed}).",
+        "## Leaderboard", _md_table(leaderboard_table(board)),
+        "## Initial → final test score", _md_table(published_table(board)),
+        "## Across tasks", _md_table(aggregate_table(board)),
+        "## Episodes", _md_table(episode_table(report.episodes)),
+    ]) + "\n"

@@ -1,0 +1,71 @@
+"""``vtbench report RUNS...``: leaderboard, figures and exports over many episode records."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vtbench.cli.output import console, err_console, print_json
+
+Runs = Annotated[list[Path], typer.Argument(
+    help="Episode folders, their episode.json, or folders that contain episode folders.")]
+
+
+def report(
+    runs: Runs,
+    html: Annotated[Path | None, typer.Option("--html", help="Write the HTML report here.")]
+    = None,
+    markdown: Annotated[Path | None, typer.Option(
+        "--markdown", help="Write a Markdown report here.")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print per agent × task rows as a JSON list.")] = False,
+    export: Annotated[Path | None, typer.Option(
+        "--export", help="Write one trajectory JSON per episode into this folder.")] = None,
+) -> None:
+    """Build the leaderboard (means and 95% bootstrap intervals over seeds) and report it."""
+    from vtbench.analysis import export as trajectory_export
+    from vtbench.analysis.loading import load_episodes
+    from vtbench.analysis.report import (
+        build_report,
+        json_rows,
+        leaderboard_table,
+        render_html,
+        render_markdown,
+    )
+
+    episodes = load_episodes(runs)
+    result = build_report(episodes)
+    written = []
+    if html is not None:
+        html.parent.mkdir(parents=True, exist_ok=True)
+        html.write_text(render_html(result), encoding="utf-8")
+        written.append(html)
+    if markdown is not None:
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        markdown.write_text(render_markdown(result), encoding="utf-8")
+        written.append(markdown)
+    if export is not None:
+        files = trajectory_export.write_trajectories(episodes, export)
+        written.append(export)
+        err_console.print(f"exported {len(files)} trajectories")
+    if as_json:
+        print_json(json_rows(result))
+    elif not written:
+        headers, rows = leaderboard_table(result.board)
+        _print_compact(f"leaderboard ({len(episodes)} episodes)", headers, rows)
+    for path in written:
+        err_console.print(f"wrote {path}")
+
+
+def _print_compact(title: str, headers: list[str], rows: list[list[str]]) -> None:
+    """The leaderboard's key columns, narrow enough for an 80-column terminal."""
+    from rich import box
+    from rich.table import Table
+
+    keep = [0, 1, 2, 4, 5, 10, 12]
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    for i in keep:
+        table.add_column(headers[i].strip(), no_wrap=True, justify="left" if i < 2 else "right")
+    for row in rows:
+        table.add_row(*(row[i] for i in keep))
+    console.print(table)
