@@ -147,7 +147,7 @@ class _Builder:
             raise SandboxError(f"mount source {source} does not exist")
         if self.identity.drop and not _launch.reachable_by(source, self.identity):
             self.staged.append(source)
-            source = _launch.staged_path(len(self.staged) - 1)
+            source = _launch.staged_path(len(self.staged) - 1, source.is_dir())
         self.args += [kind, str(source), str(target)]
 
     def data(self, content: bytes, target: str) -> None:

@@ -63,14 +63,14 @@ class CgroupSet:
     def remove(self) -> None:
         """Delete the groups; retries while exiting processes still linger in them."""
         for folder in self.dirs.values():
-            for _ in range(50):
+            for _ in range(500):
                 try:
                     folder.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
-                    time.sleep(0.02)
+                    time.sleep(0.002)
         self.dirs.clear()
 
 

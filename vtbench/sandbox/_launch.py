@@ -9,8 +9,8 @@ sandbox uid to host root.)
 
 Mount sources the sandbox uid cannot reach (the Python interpreter under the root-only
 ``/root/.pyenv``, a socket in the private store) are *staged*: a tiny root shell in a
-private mount namespace bind-mounts each of them onto a fresh tmpfs at
-:data:`STAGE_DIR` before dropping privileges. Nothing of this is visible on the host.
+private mount namespace bind-mounts each of them onto an empty placeholder under
+:data:`STAGE_DIR` before dropping privileges; the binds are invisible on the host.
 The same shell moves itself into the sandbox's cgroups, so every process is counted.
 """
 
@@ -27,21 +27,13 @@ from vtbench.sandbox._spec import Limits
 SANDBOX_USER = "vtbench-sbx"
 STAGE_DIR = Path("/run/vtbench-sandbox-stage")
 
-# $1.. = n cgroup files, the files, m staged mounts, the stage dir, (kind src)*m, "--", argv
+# $1.. = n cgroup files, the files, m, mount program, (source placeholder)*m, "--", argv
 _ROOT_SCRIPT = r"""
 set -e
 n=$1; shift
 while [ "$n" -gt 0 ]; do echo $$ > "$1"; shift; n=$((n-1)); done
-m=$1; stage=$2; mount=$3; shift 3
-if [ "$m" -gt 0 ]; then
-  "$mount" -t tmpfs -o mode=0755,size=64k vtbench-stage "$stage"
-  i=0
-  while [ "$i" -lt "$m" ]; do
-    if [ "$1" = d ]; then mkdir "$stage/$i"; else : > "$stage/$i"; fi
-    "$mount" --bind "$2" "$stage/$i"
-    shift 2; i=$((i+1))
-  done
-fi
+m=$1; mount=$2; shift 2
+while [ "$m" -gt 0 ]; do "$mount" --bind "$1" "$2"; shift 2; m=$((m-1)); done
 shift
 exec "$@"
 """
@@ -135,24 +127,33 @@ def drop_args(identity: Identity) -> list[str]:
 
 def root_prefix(procs_files: list[Path], staged: list[Path]) -> list[str]:
     """The root shell (in a private mount namespace when staging) that joins the cgroups
-    and stages sources; empty when there is nothing to do."""
+    and bind-mounts each staged source onto its placeholder under :data:`STAGE_DIR`;
+    empty when there is nothing to do."""
     if not procs_files and not staged:
         return []
-    if staged:
-        STAGE_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
     args = ["/bin/sh", "-c", _ROOT_SCRIPT, "vtbench-launch", str(len(procs_files))]
     args += [str(path) for path in procs_files]
-    args += [str(len(staged)), str(STAGE_DIR), tool("mount") if staged else "mount"]
-    for source in staged:
-        args += ["d" if source.is_dir() else "f", str(source)]
+    args += [str(len(staged)), tool("mount") if staged else "mount"]
+    for index, source in enumerate(staged):
+        args += [str(source), str(staged_path(index, source.is_dir()))]
     args.append("--")
     if staged:
         return [tool("unshare"), "--mount", "--propagation", "private", "--", *args]
     return args
 
 
-def staged_path(index: int) -> Path:
-    return STAGE_DIR / str(index)
+def staged_path(index: int, directory: bool) -> Path:
+    """The placeholder a staged source is bound onto, created on first use (an empty
+    directory or file, root-owned, world-readable; it never holds data on the host)."""
+    path = STAGE_DIR / f"{'d' if directory else 'f'}{index}"
+    if not path.exists():
+        STAGE_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+        os.chmod(STAGE_DIR, 0o755)
+        if directory:
+            path.mkdir(mode=0o755, exist_ok=True)
+        else:
+            path.touch(mode=0o644, exist_ok=True)
+    return path
 
 
 def memfd(data: bytes, name: str) -> int:

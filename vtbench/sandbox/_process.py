@@ -53,6 +53,7 @@ class SandboxProcess:
         self.ending: Ending | None = None
         self._limit_hit: str | None = None
         self._finished = False
+        self._done = threading.Event()
         self._lock = threading.RLock()
         if limits.wall_seconds is not None:
             threading.Thread(
@@ -133,14 +134,14 @@ class SandboxProcess:
         return None
 
     def _watchdog(self, wall_seconds: float) -> None:
-        try:
-            self._popen.wait(wall_seconds)
-        except subprocess.TimeoutExpired:
-            with self._lock:
-                if self._popen.poll() is None:
-                    self.timed_out = True
-            if self.timed_out:
-                self.kill_tree()
+        # Woken early by _finish; at the deadline, kill whatever still runs.
+        if self._done.wait(wall_seconds):
+            return
+        with self._lock:
+            if self._popen.poll() is None:
+                self.timed_out = True
+        if self.timed_out:
+            self.kill_tree()
         else:
             self.poll()
 
@@ -149,6 +150,7 @@ class SandboxProcess:
             if self._finished:
                 return
             self._finished = True
+            self._done.set()
             self.ending = ending
             # The outer process is gone; make sure nothing of the tree outlives it.
             with contextlib.suppress(Exception):
