@@ -74,7 +74,8 @@ def tool_results(api: Api, body: dict[str, Any]) -> int:
 
 class ScriptedUpstream:
     def __init__(self, script: list[Reply] | None = None,
-                 pick: Literal["tool_results", "sequence"] = "tool_results") -> None:
+                 pick: Literal["tool_results", "sequence"] = "tool_results",
+                 socket_path: Path | None = None) -> None:
         self.script = list(script or [])
         self.pick = pick
         self.requests: list[RecordedRequest] = []
@@ -84,7 +85,7 @@ class ScriptedUpstream:
         self._lock = threading.Lock()
         self._served = 0
         self._dir = Path(tempfile.mkdtemp(prefix="vtb-up-", dir="/tmp"))
-        self.socket_path = self._dir / "upstream.sock"
+        self.socket_path = socket_path or self._dir / "upstream.sock"
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -238,3 +239,23 @@ def scripted_upstream() -> Iterator[ScriptedUpstream]:
         errors = upstream.take_errors()
     if errors:
         pytest.fail("scripted upstream recorded errors: " + "; ".join(errors))
+
+
+def main() -> None:
+    """Serve one reply forever (benchmarks, manual runs): ``--socket PATH --text TEXT``."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--socket", type=Path, required=True)
+    parser.add_argument("--text", default="ok")
+    args = parser.parse_args()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with ScriptedUpstream([say(args.text)], socket_path=args.socket) as upstream:
+        print(f"scripted upstream on {upstream.socket_path} and {upstream.base_url}", flush=True)
+        stop.wait()
+
+
+if __name__ == "__main__":
+    main()

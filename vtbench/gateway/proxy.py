@@ -94,10 +94,17 @@ class Gateway:
         self._clients: dict[Provider, httpx.AsyncClient] = {}
         self.store: UsageStore | None = None
         self.log: TrajectoryLog | None = None
+        # Running totals of this episode: loaded from the ledger at start, then kept in step
+        # with every row this gateway finishes (it is the only writer of its episode's rows),
+        # so a budget check costs no query however long the episode runs.
+        self._spent_tokens = 0
+        self._spent_dollars = 0.0
 
     async def start(self) -> None:
         self.store = UsageStore(self.episode.usage_db)
         self.store.recover(self.episode.episode_id)
+        spent = self.store.totals(self.episode.episode_id)
+        self._spent_tokens, self._spent_dollars = spent.tokens, spent.dollars
         self.log = TrajectoryLog(self.episode.trajectory_path())
         for provider in self._keys:
             upstream = self.config.upstream(provider)
@@ -115,14 +122,13 @@ class Gateway:
 
     def budget_refusal(self) -> str | None:
         """Why the next request must be refused, or None while budget remains."""
-        assert self.store is not None
         budget = self.episode.budget
-        spent = self.store.totals(self.episode.episode_id)
-        if budget.max_tokens is not None and spent.tokens >= budget.max_tokens:
-            return (f"{BUDGET_MESSAGE}: {spent.tokens} of {budget.max_tokens} tokens used"
+        tokens, dollars = self._spent_tokens, self._spent_dollars
+        if budget.max_tokens is not None and tokens >= budget.max_tokens:
+            return (f"{BUDGET_MESSAGE}: {tokens} of {budget.max_tokens} tokens used"
                     f" in episode {self.episode.episode_id}")
-        if budget.max_dollars is not None and spent.dollars >= budget.max_dollars:
-            return (f"{BUDGET_MESSAGE}: ${spent.dollars:.4f} of ${budget.max_dollars:.4f}"
+        if budget.max_dollars is not None and dollars >= budget.max_dollars:
+            return (f"{BUDGET_MESSAGE}: ${dollars:.4f} of ${budget.max_dollars:.4f}"
                     f" used in episode {self.episode.episode_id}")
         return None
 
@@ -257,6 +263,8 @@ class Gateway:
         dollars = ex.usage.dollars(self.config.price(ex.model))
         if ex.state != "refused":
             self.store.finish(ex.id, ex.state, ex.http_status, ex.usage, dollars)
+            self._spent_tokens += ex.usage.total
+            self._spent_dollars += dollars
         self.log.write(ExchangeRecord(
             episode=self.episode.episode_id, exchange=ex.id, api=ex.dialect.name, path=ex.path,
             query=ex.query, model=ex.model, stream=ex.stream, state=ex.state,
