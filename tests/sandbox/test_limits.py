@@ -164,3 +164,46 @@ def test_the_cpu_limit_stops_a_busy_loop(sandbox: Sandbox) -> None:
     result = sandbox.run(python_code("while True: pass"), spec)
     assert result.killed_by_limit == "cpu_seconds", result
     assert not result.timed_out
+
+
+def test_the_sandbox_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
+    token = uuid.uuid4().hex
+    marker = f"vtbench-parent-{token}"  # assembled in the runner: not in its command line
+    parent = (
+        "import sys, time\n"
+        "from vtbench.sandbox import SandboxSpec, get_sandbox\n"
+        "marker = 'vtbench-parent-' + sys.argv[1]\n"
+        "get_sandbox('bwrap').start(['/bin/sh', '-c', 'sleep 30; : ' + marker], SandboxSpec())\n"
+        "print('started', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    import subprocess
+    import sys
+
+    runner = subprocess.Popen([sys.executable, "-c", parent, token], stdout=subprocess.PIPE)
+    try:
+        assert runner.stdout is not None and runner.stdout.readline() == b"started\n"
+        assert _wait_for(marker), "the sandboxed sleeper never started"
+    finally:
+        runner.kill()  # SIGKILL: the runner gets no chance to clean up
+        runner.wait()
+    deadline = time.monotonic() + 5
+    while host_processes_matching(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_processes_matching(marker) == []
+
+
+def test_parallel_sandboxes_run_independently(sandbox: Sandbox) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    spec = python_spec(limits=Limits(wall_seconds=30, pids=32))
+
+    def one(index: int) -> bytes:
+        return sandbox.run(["/bin/sh", "-c", f"echo {index}; ls /proc | grep -c '^[0-9]'"],
+                           spec).stdout
+
+    with ThreadPoolExecutor(6) as pool:
+        outputs = list(pool.map(one, range(6)))
+    for index, output in enumerate(outputs):
+        number, processes = output.split()
+        assert int(number) == index and int(processes) <= 5
