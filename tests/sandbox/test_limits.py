@@ -27,7 +27,7 @@ def _job_with(tmp_path: Path, name: str, text: str) -> Mount:
     return Mount(source=job, target=Path("/job"))
 
 
-def _wait_for(marker: str, timeout: float = 10) -> list[str]:
+def _wait_for(marker: str, timeout: float = 20) -> list[str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if found := host_processes_matching(marker):
@@ -187,7 +187,7 @@ def test_the_sandbox_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
     finally:
         runner.kill()  # SIGKILL: the runner gets no chance to clean up
         runner.wait()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10
     while host_processes_matching(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert host_processes_matching(marker) == []

@@ -58,7 +58,8 @@ What the caller must prepare:
 Not provided: seccomp filtering; output size limits other than ``run``'s
 ``max_output_bytes``; disk quotas for writable mounts (``file_size_mb`` caps one file);
 GPU isolation is cooperative (selected GPUs via CUDA_VISIBLE_DEVICES, all NVIDIA device
-nodes of the host bound so that indexes keep their host meaning).
+nodes of the host bound so that indexes keep their host meaning; with ``gpus=[]`` no
+device node is bound and CUDA sees no GPU).
 """
 
 from vtbench.sandbox._process import SandboxProcess
