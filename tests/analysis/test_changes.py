@@ -2,6 +2,7 @@
 
 import shutil
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,34 @@ def test_missing_snapshot_is_one_clear_error(workspace: Workspace) -> None:
 def test_folder_without_a_repository_is_refused(tmp_path: Path) -> None:
     with pytest.raises(AnalysisError, match="not a git repository"):
         SnapshotStore(tmp_path)
+
+
+def test_packed_history_reads_the_same_as_loose(workspace: Workspace) -> None:
+    workspace.write("data/train.jsonl", jsonl(TRAIN_ROWS[:3]))
+    workspace.replace("harness/run.py", "temperature=0.0", "temperature=0.5")
+    after = workspace.snapshot("validation 1: models/cand1")
+    with SnapshotStore(workspace.root) as store:
+        loose = classify(store, workspace.first, after)
+    workspace.git("gc", "-q", "--prune=now")
+    assert not any((workspace.root / ".git" / "objects").glob("??/*"))
+    with SnapshotStore(workspace.root) as store:
+        assert classify(store, workspace.first, after) == loose
+    assert loose.kinds == ["filter", "decoding"]
+
+
+def test_planted_loose_objects_are_not_believed(workspace: Workspace, tmp_path: Path) -> None:
+    workspace.write("data/train.jsonl", jsonl(TRAIN_ROWS[:3]))
+    workspace.snapshot("validation 1: models/cand1")
+    blob = workspace.git("rev-parse", "HEAD:data/train.jsonl")
+    workspace.git("gc", "-q", "--prune=now")
+    objects = workspace.root / ".git" / "objects" / blob[:2]
+    objects.mkdir(exist_ok=True)
+    secret = tmp_path / "secret"
+    secret.write_bytes(zlib.compress(b"blob 6\0secret"))
+    (objects / blob[2:]).symlink_to(secret)
+    with SnapshotStore(workspace.root) as store:
+        assert store.blob(blob) == jsonl(TRAIN_ROWS[:3]).encode()
+    (objects / blob[2:]).unlink()
+    (objects / blob[2:]).write_bytes(zlib.compress(b"blob 6\0forged"))
+    with SnapshotStore(workspace.root) as store:
+        assert store.blob(blob) == jsonl(TRAIN_ROWS[:3]).encode()

@@ -14,12 +14,12 @@ Untrusted sources are only parsed (``ast.parse``, ``tomllib``, ``yaml.safe_load`
 """
 
 import ast
-import copy
 import json
 import re
 import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 CONFIG_SUFFIXES = (".toml", ".yaml", ".yml", ".json")
@@ -136,28 +136,44 @@ def diff_config(path: str, old: str | None, new: str | None) -> CodeDiff:
 
 # --- Python sources -----------------------------------------------------------------------
 
-def diff_python(old: str, new: str) -> CodeDiff:
+@dataclass(frozen=True)
+class _Parsed:
+    """What the diff needs of one Python source, computed once per distinct source."""
+
+    tree: ast.Module
+    skeleton: str
+    literals: tuple[Literal, ...]
+    tool_mentions: int
+
+
+@lru_cache(maxsize=1024)
+def _parsed(source: str) -> _Parsed | None:
     try:
-        old_tree, new_tree = _parse(old), _parse(new)
+        tree = _parse(source)
+        return _Parsed(tree, _skeleton(tree), tuple(_literals(tree)), _mentions_tools(tree))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def diff_python(old: str, new: str) -> CodeDiff:
+    before, after = _parsed(old), _parsed(new)
+    if before is None or after is None:
         return CodeDiff(structural=old != new,
                         tool_markers_added=_tool_words(new) > _tool_words(old))
-    if ast.dump(old_tree) == ast.dump(new_tree):
-        return CodeDiff()
-    old_literals, new_literals = _literals(old_tree), _literals(new_tree)
     result = CodeDiff()
-    before, after = Counter(old_literals), Counter(new_literals)
-    changed = (before - after) + (after - before)
-    result.contexts_changed = {lit.context for lit in changed if lit.context}
-    result.strings_changed = sorted({lit.value for lit in changed if lit.value.startswith("'")
-                                     or lit.value.startswith('"')})
-    if _skeleton(old_tree) == _skeleton(new_tree):
-        result.literals = [(a, b) for a, b in zip(old_literals, new_literals, strict=True)
+    if before.skeleton == after.skeleton:
+        result.literals = [(a, b) for a, b in zip(before.literals, after.literals, strict=True)
                            if a != b]
-        return result
-    result.structural = True
-    result.tool_markers_added = _mentions_tools(new_tree) > _mentions_tools(old_tree)
-    result.only_tool_statements = _only_tool_statements(old_tree, new_tree)
+        changed = [lit for pair in result.literals for lit in pair]
+    else:
+        result.structural = True
+        result.tool_markers_added = after.tool_mentions > before.tool_mentions
+        result.only_tool_statements = _only_tool_statements(before.tree, after.tree)
+        old_counts, new_counts = Counter(before.literals), Counter(after.literals)
+        changed = list((old_counts - new_counts) + (new_counts - old_counts))
+    result.contexts_changed = {lit.context for lit in changed if lit.context}
+    result.strings_changed = sorted({lit.value for lit in changed
+                                     if lit.value.startswith(("'", '"'))})
     return result
 
 
@@ -176,13 +192,30 @@ def _parse(source: str) -> ast.Module:
 
 
 def _skeleton(tree: ast.AST) -> str:
-    """The tree's dump with every literal value blanked out."""
-    return ast.dump(_Blanker().visit(copy.deepcopy(tree)))
+    """The tree's shape and names with every literal value blanked out (positions aside)."""
+    parts: list[str] = []
 
+    def visit(node: object) -> None:
+        if isinstance(node, ast.Constant):
+            parts.append("C")
+        elif isinstance(node, ast.AST):
+            parts.append(type(node).__name__ + "(")
+            for name, value in ast.iter_fields(node):
+                parts.append(name + "=")
+                visit(value)
+                parts.append(",")
+            parts.append(")")
+        elif isinstance(node, list):
+            parts.append("[")
+            for item in node:
+                visit(item)
+                parts.append(",")
+            parts.append("]")
+        else:
+            parts.append(repr(node))
 
-class _Blanker(ast.NodeTransformer):
-    def visit_Constant(self, node: ast.Constant) -> ast.AST:
-        return ast.copy_location(ast.Constant(value=None), node)
+    visit(tree)
+    return "".join(parts)
 
 
 def _literals(tree: ast.AST) -> list[Literal]:

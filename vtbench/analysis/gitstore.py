@@ -1,23 +1,30 @@
 """Read snapshots out of a workspace's git repository through one ``git cat-file`` process.
 
 The workspace repository was written by the research agent's sandbox, so nothing in it is
-trusted: the analysis only reads objects (commits, trees, blobs) through the plumbing
-command ``git cat-file --batch``, which runs no hooks, no filters, no pager and touches no
-work tree. Replace refs are ignored and the repository may be owned by another uid (the
-sandbox user). Tree parsing is done here, so one subprocess serves a whole episode: the
-report over a thousand episodes spawns a thousand processes, not tens of thousands.
+trusted: the analysis only reads objects (commits, trees, blobs). A loose object is read
+straight from ``objects/xx/…`` (no symlinks followed, zlib-inflated, and kept only when
+its hash matches its name, so a planted file cannot pose as an object); any other object
+(packed, or behind an alternate) comes from the plumbing command
+``git cat-file --batch``, started on first need, which runs no hooks, no filters, no pager
+and touches no work tree. Replace refs are ignored and the repository may be owned by
+another uid (the sandbox user). Trees are parsed here, so a report over a thousand small
+workspaces spawns few processes or none.
 
 Guarantees: :class:`SnapshotStore` returns bytes exactly as committed; an unknown or
-malformed object raises :class:`~vtbench.errors.AnalysisError` with the commit named.
+malformed object raises :class:`~vtbench.errors.AnalysisError` with the object named.
 """
 
+import hashlib
 import os
+import re
 import subprocess
+import zlib
 from pathlib import Path
 from types import TracebackType
 
 from vtbench.errors import AnalysisError
 
+OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 MAX_PARENT_WALK = 10_000
 """Most commits walked back from a snapshot when looking for snapshot 0."""
 
@@ -31,15 +38,9 @@ class SnapshotStore:
             raise AnalysisError(f"{repo}: not a git repository",
                                 hint="point the record's `workspace` at the workspace folder")
         self.repo = repo
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env |= {"GIT_DIR": str(git_dir), "GIT_NO_REPLACE_OBJECTS": "1",
-                "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-                "GIT_TERMINAL_PROMPT": "0"}
-        self._proc = subprocess.Popen(
-            ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false",
-             "cat-file", "--batch"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-        )
+        self._git_dir = git_dir
+        self._objects = str(git_dir / "objects")
+        self._proc: subprocess.Popen[bytes] | None = None
         self._trees: dict[str, list[tuple[str, str, str]]] = {}
 
     def __enter__(self) -> "SnapshotStore":
@@ -50,17 +51,42 @@ class SnapshotStore:
         self.close()
 
     def close(self) -> None:
-        if self._proc.poll() is None:
+        if self._proc is not None and self._proc.poll() is None:
             assert self._proc.stdin is not None
             self._proc.stdin.close()
             self._proc.wait(timeout=10)
 
     def read(self, rev: str) -> tuple[str, bytes]:
         """The (type, content) of one object; raises AnalysisError when it is missing."""
-        stdin, stdout = self._proc.stdin, self._proc.stdout
-        assert stdin is not None and stdout is not None
         if "\n" in rev or not rev:
             raise AnalysisError(f"{self.repo}: bad object name {rev!r}")
+        loose = self._read_loose(rev) if OBJECT_ID.fullmatch(rev) else None
+        return loose if loose is not None else self._read_git(rev)
+
+    def _read_loose(self, oid: str) -> tuple[str, bytes] | None:
+        path = os.path.join(self._objects, oid[:2], oid[2:])
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            compressed = handle.read()
+        try:
+            raw = zlib.decompress(compressed)
+        except zlib.error:
+            return None
+        digest = (hashlib.sha1 if len(oid) == 40 else hashlib.sha256)(raw).hexdigest()
+        header, nul, body = raw.partition(b"\0")
+        kind, _, size = header.decode(errors="replace").partition(" ")
+        if digest != oid or not nul or not size.isdigit() or int(size) != len(body):
+            return None
+        return kind, body
+
+    def _read_git(self, rev: str) -> tuple[str, bytes]:
+        if self._proc is None:
+            self._proc = _start_cat_file(self._git_dir)
+        stdin, stdout = self._proc.stdin, self._proc.stdout
+        assert stdin is not None and stdout is not None
         try:
             stdin.write(rev.encode() + b"\n")
             stdin.flush()
@@ -129,6 +155,16 @@ class SnapshotStore:
         if kind != "blob":
             raise AnalysisError(f"{self.repo}: {oid} is a {kind}, not a blob")
         return body
+
+
+def _start_cat_file(git_dir: Path) -> "subprocess.Popen[bytes]":
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env |= {"GIT_DIR": str(git_dir), "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0"}
+    return subprocess.Popen(
+        ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "cat-file", "--batch"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
 
 
 def _parse_tree(body: bytes, hash_len: int) -> list[tuple[str, str, str]]:

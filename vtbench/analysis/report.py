@@ -68,11 +68,11 @@ def _ci(ci: list[float] | None) -> str:
 
 def leaderboard_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     headers = ["agent", "task", "n", "submitted", "gain", "95% CI", "norm. gain", "95% CI ",
-               "initial → final", "reference", "co-design", "D+T+H", "algorithm",
+               "initial → final", "co-design", "D+T+H", "algorithm",
                "improving", "val→test gap", "validations"]
     rows = [[r.agent, r.task, str(r.n), _pct(r.submitted_rate), _num(r.gain_mean, signed=True),
              _ci(r.gain_ci), _num(r.normalized_gain_mean, signed=True), _ci(r.normalized_gain_ci),
-             f"{_num(r.initial_test)} → {_num(r.final_test_mean)}", _num(r.reference_test),
+             f"{_num(r.initial_test)} → {_num(r.final_test_mean)}",
              _pct(r.codesign_rate), _pct(r.full_codesign_rate), _pct(r.algorithm_change_rate),
              _pct(r.improvement_share), _num(r.val_test_gap, signed=True),
              f"{r.validations_used:.1f}"] for r in board.rows]
@@ -106,24 +106,33 @@ def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str
 
 
 def _html_table(table: tuple[list[str], list[list[str]]], table_id: str) -> str:
+    """An HTML table; a "95% CI" column is shown under the value to its left."""
     headers, rows = table
-    head = "".join(f"<th>{html.escape(h.strip())}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(_html_cell(h, c) for h, c in zip(headers, row, strict=True))
-                   + "</tr>" for row in rows)
+    shown = [i for i, h in enumerate(headers) if not h.startswith("95% CI")]
+    head = "".join(f"<th>{html.escape(headers[i].strip())}</th>" for i in shown)
+    body = "".join(
+        "<tr>" + "".join(_html_cell(headers[i], row[i], _interval_after(headers, row, i))
+                         for i in shown) + "</tr>" for row in rows)
     return (f'<div class="scroll"><table id="{table_id}"><thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table></div>")
 
 
-def _html_cell(header: str, cell: str) -> str:
+def _interval_after(headers: list[str], row: list[str], index: int) -> str:
+    following = index + 1
+    if following < len(headers) and headers[following].startswith("95% CI"):
+        return row[following]
+    return ""
+
+
+def _html_cell(header: str, cell: str, interval: str = "") -> str:
     css = ""
     if header.strip() in ("gain", "norm. gain") and cell != "–":
         value = float(cell)
         css = ' class="pos"' if value > 0 else ' class="neg"' if value < 0 else ""
-    elif header.startswith("95% CI"):
-        css = ' class="ci"'
     elif header == "changes":
         css = ' class="l"'
-    return f"<td{css}>{html.escape(cell)}</td>"
+    extra = f' <span class="ci">{html.escape(interval)}</span>' if interval else ""
+    return f"<td{css}>{html.escape(cell)}{extra}</td>"
 
 
 def _img(png: bytes, alt: str, caption: str) -> str:

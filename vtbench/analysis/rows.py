@@ -42,8 +42,11 @@ def diff_rows(path: str, old: bytes | None, new: bytes | None) -> RowDelta:
     added = list((after - before).elements())
     if path.endswith((".jsonl", ".ndjson", ".json")):
         removed, added = _cancel_canonical(removed, added)
-    delta = RowDelta(new_sources=_sources(_parsed(added)) - _sources(_parsed(old_rows)))
-    pairs = _pair_rewrites(_parsed(removed), _parsed(added))
+    removed_rows, added_rows = _parsed(removed), _parsed(added)
+    delta = RowDelta(new_sources=_sources(added_rows))
+    if delta.new_sources:  # parse the whole old file only when new rows name a source
+        delta.new_sources -= _sources(_parsed(old_rows))
+    pairs = _pair_rewrites(removed_rows, added_rows)
     delta.rewritten = pairs
     delta.removed = len(removed) - pairs
     delta.added = len(added) - pairs

@@ -62,7 +62,8 @@ def _print_compact(title: str, headers: list[str], rows: list[list[str]]) -> Non
     from rich import box
     from rich.table import Table
 
-    keep = [0, 1, 2, 4, 5, 10, 12]
+    wanted = ("agent", "task", "n", "gain", "95% CI", "co-design", "algorithm")
+    keep = [headers.index(name) for name in wanted]
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     for i in keep:
         table.add_column(headers[i].strip(), no_wrap=True, justify="left" if i < 2 else "right")
