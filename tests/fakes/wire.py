@@ -37,6 +37,8 @@ class Reply:
     error_message: str = "scripted upstream error"
     pause: bool = False
     """Streams only: after the first events, wait for ``ScriptedUpstream.gate``."""
+    stream_error: str | None = None
+    """Anthropic streams only: after ``message_start``, send this ``error`` event and stop."""
 
 
 def say(text: str, **usage: int) -> Reply:
@@ -97,6 +99,9 @@ def anthropic_events(reply: Reply, model: str) -> list[bytes]:
              "usage": _anthropic_usage(reply, 1)}
     events = [sse({"type": "message_start", "message": start}, "message_start"),
               sse({"type": "ping"}, "ping")]
+    if reply.stream_error is not None:
+        error = {"type": "overloaded_error", "message": reply.stream_error}
+        return [*events, sse({"type": "error", "error": error}, "error")]
     for index, block in enumerate(message["content"]):
         if block["type"] == "text":
             opening, deltas = {"type": "text", "text": ""}, [

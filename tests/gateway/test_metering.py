@@ -163,3 +163,20 @@ def test_the_gateway_does_not_follow_proxy_variables(
     scripted_upstream.play(say("direct"))
     gateway = start_gateway(config=config.model_copy(update={"openai": tcp}))
     assert send(gateway.client, "chat", stream=False).status_code == 200
+
+
+def test_an_error_event_inside_a_stream_is_relayed_and_logged_as_an_error(
+    scripted_upstream: ScriptedUpstream, start_gateway: Any
+) -> None:
+    scripted_upstream.play(replace(say("x", input_tokens=9), stream_error="Overloaded"))
+    gateway = start_gateway()
+
+    response = send(gateway.client, "anthropic", stream=True)
+
+    assert response.status_code == 200
+    assert "event: error" in response.text and "Overloaded" in response.text
+    [line] = gateway.trajectory()
+    assert line.state == "error"
+    assert line.error == "upstream sent an error event in the stream"
+    assert line.usage["input_tokens"] == 9
+    assert gateway.totals().input_tokens == 9

@@ -34,11 +34,13 @@ class Prepared:
 
 
 # (HTTP status, Anthropic error type, OpenAI error type, OpenAI code) per error kind.
-# Budget refusals use each provider's own out-of-credit answer: Anthropic's 400 (which
-# Claude Code shows at once, without retrying) and OpenAI's 429 ``insufficient_quota``
-# (which Codex treats as final).
+# Budget refusals are 400s, which no CLI or SDK retries, shaped as each provider's own
+# out-of-credit error (Anthropic: ``invalid_request_error``, as for a low credit balance;
+# OpenAI: ``insufficient_quota``). OpenAI itself sends that one as a 429, but Codex then
+# prints a fixed "Quota exceeded" line instead of our message and SDKs retry a 429; as a
+# 400, Claude Code and Codex both show the message (tested with the real CLIs).
 _ERRORS: dict[ErrorKind, tuple[int, int, str, str, str | None]] = {
-    "budget": (400, 429, "invalid_request_error", "insufficient_quota", "insufficient_quota"),
+    "budget": (400, 400, "invalid_request_error", "insufficient_quota", "insufficient_quota"),
     "bad_request": (400, 400, "invalid_request_error", "invalid_request_error", None),
     "too_large": (413, 413, "request_too_large", "invalid_request_error", None),
     "not_configured": (400, 400, "invalid_request_error", "invalid_request_error", None),

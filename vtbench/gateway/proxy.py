@@ -205,7 +205,8 @@ class Gateway:
         watcher = ex.dialect.new_stream()
         splitter = EventSplitter()
         try:
-            async for chunk in response.aiter_raw():
+            # Decoded bytes: the content-encoding header is not forwarded (see _HOP_BY_HOP).
+            async for chunk in response.aiter_bytes():
                 for event in splitter.feed(chunk):
                     data = event_data(event)
                     if data is not None:
@@ -221,6 +222,8 @@ class Gateway:
             ex.error = f"upstream stream broke: {type(err).__name__}: {err}"
         finally:
             ex.usage, ex.response = watcher.usage(), watcher.result()
+        if ex.state == "done" and isinstance(ex.response, dict) and ex.response.get("error"):
+            ex.state, ex.error = "error", "upstream sent an error event in the stream"
         # Metered and logged before the agent sees the end, so its next request is checked
         # against this one's usage.
         self._finish(ex)
