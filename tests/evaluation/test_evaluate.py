@@ -1,0 +1,121 @@
+import base64
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.evaluation.conftest import write_harness
+from vtbench.evaluation import evaluate
+from vtbench.tasks import find_task
+from vtbench.tasks.store import ensure_splits, load_split, split_path
+
+
+def some_items(task_id: str, n: int = 12) -> list[dict]:
+    task = find_task(task_id)
+    items = task.builder.build_split(random.Random(5), n, set())
+    return [{"id": f"val-{i:05d}", **item} for i, item in enumerate(items)]
+
+
+def test_the_initial_harness_calls_the_served_model_and_every_instance_is_recorded(
+        tiny_model: Path) -> None:
+    items = some_items("dsl")
+    result = evaluate(find_task("dsl"), tiny_model, "val", items=items)
+    assert result.error is None
+    assert result.harness == "pristine" and result.n == len(items)
+    for instance in result.instances:
+        assert isinstance(instance.output, str)
+        call = instance.trajectory["calls"][0]
+        assert call["prompt"].startswith("in: ") and call["completions"]
+    assert result.timings["generation"] > 0
+
+
+def test_scores_come_from_the_trusted_scorer(tiny_model: Path, tmp_path: Path) -> None:
+    task = find_task("dsl")
+    items = some_items("dsl")
+    harness = write_harness(tmp_path / "h", "answer(['reverse'] * len(instances))\n")
+    result = evaluate(task, tiny_model, "val", harness_dir=harness, items=items)
+    assert result.harness == "candidate"
+    expected = [task.scorer.score(item, "reverse") for item in items]
+    assert [i.score for i in result.instances] == expected
+    assert result.score == pytest.approx(sum(expected) / len(expected))
+
+
+def test_a_fixed_harness_task_always_runs_its_pristine_harness_with_fixed_decoding(
+        tiny_model: Path, tmp_path: Path) -> None:
+    task = find_task("arith")
+    harness = write_harness(tmp_path / "h", "answer(['42'] * len(instances))\n")
+    result = evaluate(task, tiny_model, "val", harness_dir=harness, items=some_items("arith"))
+    assert result.harness == "pristine"
+    assert result.decoding == task.spec.components.harness.decoding.model_dump()
+    for instance in result.instances:
+        sent = instance.trajectory["calls"][0]["decoding"]
+        assert sent["temperature"] == 0.0 and sent["max_tokens"] == 40
+
+
+def test_the_harness_cannot_read_labels_or_the_private_store(
+        tiny_model: Path, tmp_path: Path, private_store: Path) -> None:
+    task = find_task("dsl")
+    ensure_splits(task)
+    val = load_split(task, "val")[:5]
+    # A fingerprint no file holds by chance: the first item's whole label, sent encoded so
+    # that the probe's own source does not contain it.
+    fingerprint = base64.b64encode(json.dumps(val[0]["label"]).encode()).decode()
+    targets = [str(split_path("dsl", "val")), str(private_store / "secret")]
+    probe = f"""
+import base64
+fingerprint = base64.b64decode({fingerprint!r}).decode()
+found = []
+for path in {targets!r}:
+    try:
+        open(path).read()
+        found.append(path)
+    except OSError:
+        pass
+for root, dirs, files in os.walk('/'):
+    if root.startswith(('/proc', '/sys', '/dev')):
+        continue
+    for name in files:
+        path = os.path.join(root, name)
+        try:
+            if os.path.getsize(path) < 262144 and fingerprint in open(path, errors='ignore').read():
+                found.append(path)
+        except OSError:
+            pass
+answer([json.dumps(found)] * len(instances))
+"""
+    harness = write_harness(tmp_path / "probe", probe)
+    result = evaluate(task, tiny_model, "val", harness_dir=harness, items=val)
+    assert result.error is None
+    assert result.instances[0].output == "[]"
+
+
+def test_a_crashing_harness_is_the_candidates_error(tiny_model: Path, tmp_path: Path) -> None:
+    harness = write_harness(tmp_path / "h", "sys.exit('broken harness')\n")
+    result = evaluate(find_task("dsl"), tiny_model, "val", harness_dir=harness,
+                      items=some_items("dsl", 3))
+    assert result.error is not None and "status 1" in result.error
+    assert all(i.error == "no output" and i.score == 0 for i in result.instances)
+
+
+def test_a_harness_that_runs_too_long_is_stopped(tiny_model: Path, tmp_path: Path) -> None:
+    harness = write_harness(tmp_path / "h", "import time\ntime.sleep(60)\n")
+    result = evaluate(find_task("dsl"), tiny_model, "val", harness_dir=harness,
+                      items=some_items("dsl", 3), timeout=2)
+    assert result.error == "harness timed out"
+    assert result.timings["harness"] < 20
+
+
+def test_malformed_and_oversized_outputs_score_zero_with_a_reason(
+        tiny_model: Path, tmp_path: Path) -> None:
+    body = ("with open(args.out, 'w') as out:\n"
+            "    out.write('not json\\n')\n"
+            "    out.write(json.dumps({'id': instances[0]['id'], 'output': 'x' * 50000}) + '\\n')\n"
+            "    out.write(json.dumps({'id': instances[1]['id'], 'output': 7}) + '\\n')\n")
+    harness = write_harness(tmp_path / "h", body)
+    result = evaluate(find_task("dsl"), tiny_model, "val", harness_dir=harness,
+                      items=some_items("dsl", 3))
+    errors = [i.error for i in result.instances]
+    assert errors[0].startswith("output longer than")
+    assert errors[1] == "output is not a string"
+    assert errors[2] == "no output"

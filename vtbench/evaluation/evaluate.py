@@ -1,0 +1,77 @@
+"""The evaluation pipeline: serve the model, run the harness sandboxed, score.
+
+Trusts: the model server code, the sandbox, the task's scorer and its pristine harness.
+Does not trust: the model weights (safetensors only, loaded by the server), the candidate
+harness (sandboxed, inputs only) and anything the harness writes (parsed defensively).
+A fixed-harness task always runs the task's pristine harness with its fixed decoding,
+whatever harness the caller passes; the result says which ran.
+"""
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from vtbench.evaluation.harness import run_harness
+from vtbench.evaluation.result import EvaluationResult
+from vtbench.evaluation.scoring import score_outputs
+from vtbench.models.server import serve_model
+from vtbench.sandbox import get_sandbox
+from vtbench.tasks.materialize import materialize
+from vtbench.tasks.registry import Task
+from vtbench.tasks.store import load_split
+
+
+def stage_harness(task: Task, harness_dir: Path | None, workdir: Path) -> tuple[Path, str]:
+    """Copy the harness that will run into ``workdir``; says ``pristine`` or ``candidate``."""
+    if task.spec.harness_editable and harness_dir is not None:
+        staged = workdir / "harness"
+        shutil.copytree(harness_dir, staged, symlinks=False,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        return staged, "candidate"
+    materialize(task, workdir, components=("harness",))
+    return workdir / "harness", "pristine"
+
+
+def evaluate(
+    task: Task,
+    model_dir: Path,
+    split: str,
+    harness_dir: Path | None = None,
+    items: list[dict[str, Any]] | None = None,
+    sandbox: str = "bwrap",
+    on_progress: Callable[[int, int], None] | None = None,
+    timeout: float | None = None,
+) -> EvaluationResult:
+    """Score (model, harness) on ``split``; ``harness_dir`` None means the task's initial one.
+
+    ``timeout`` caps the harness's wall clock below the task's own limit."""
+    items = items if items is not None else load_split(task, split)
+    started = time.monotonic()
+    harness_spec = task.spec.components.harness
+    decoding = None if harness_spec.editable else harness_spec.decoding.model_dump()  # type: ignore[union-attr]
+    with tempfile.TemporaryDirectory(prefix="vtbench-eval-") as tmp:
+        workdir = Path(tmp)
+        os.chmod(workdir, 0o711)
+        harness, which = stage_harness(task, harness_dir, workdir)
+        server_started = time.monotonic()
+        with serve_model(model_dir, socket=workdir / "model.sock") as server:
+            ready = time.monotonic()
+            before = server.stats()
+            run = run_harness(
+                get_sandbox(sandbox), harness, harness_spec.entry, items, server.socket,
+                workdir, min(timeout or float("inf"), harness_spec.timeout_seconds), decoding,
+                on_progress=(lambda done: on_progress(done, len(items))) if on_progress else None)
+            generation = server.stats()["generate_seconds"] - before["generate_seconds"]
+    scoring_started = time.monotonic()
+    instances = score_outputs(task, items, run.outputs)
+    scoring = time.monotonic() - scoring_started
+    score = sum(i.score for i in instances) / len(instances) if instances else 0.0
+    return EvaluationResult(
+        task=task.id, split=split, score=score, n=len(instances), harness=which,
+        decoding=decoding, instances=instances, error=run.error,
+        timings={"wall": time.monotonic() - started, "server_start": ready - server_started,
+                 "harness": run.seconds, "generation": generation, "scoring": scoring})

@@ -1,0 +1,114 @@
+"""Running a harness over a split's inputs inside a sandbox.
+
+The harness process gets its own unprivileged uid, no network but a relay to the model
+server's unix socket (``127.0.0.1:8000`` inside), its folder read-only, and one writable
+folder holding ``inputs.jsonl`` (ids and inputs, never labels) and its ``outputs.jsonl``.
+"""
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vtbench.sandbox import (
+    Limits,
+    Mount,
+    Sandbox,
+    SandboxSpec,
+    grant_socket,
+    prepare_writable,
+    python_runtime_mounts,
+)
+
+RELAY_PORT = 8000
+MAX_OUTPUT_FILE_MB = 64
+INSIDE_HARNESS = Path("/harness")
+INSIDE_IO = Path("/io")
+
+
+@dataclass(frozen=True)
+class HarnessRun:
+    returncode: int | None
+    timed_out: bool
+    killed_by_limit: str | None
+    outputs: str
+    """Text of ``outputs.jsonl`` (empty when the harness wrote none)."""
+    stderr_tail: str
+    seconds: float
+
+    @property
+    def error(self) -> str | None:
+        if self.timed_out:
+            return "harness timed out"
+        if self.killed_by_limit:
+            return f"harness exceeded its {self.killed_by_limit} limit"
+        if self.returncode:
+            last = self.stderr_tail.strip().splitlines()[-1:] or [""]
+            return f"harness exited with status {self.returncode}: {last[0][:300]}"
+        return None
+
+
+def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
+                 timeout: float) -> SandboxSpec:
+    """The harness sees the Python runtime, its own folder, its io folder and the relay."""
+    path = f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin"
+    return SandboxSpec(
+        mounts=[*python_runtime_mounts(), Mount(source=harness_dir, target=INSIDE_HARNESS),
+                Mount(source=io_dir, target=INSIDE_IO, writable=True)],
+        env={"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"},
+        cwd=INSIDE_HARNESS,
+        limits=Limits(wall_seconds=timeout, cpu_seconds=int(timeout) + 1, memory_mb=8192,
+                      pids=256, file_size_mb=MAX_OUTPUT_FILE_MB),
+        tcp_relays={RELAY_PORT: server_socket},
+    )
+
+
+def run_harness(
+    sandbox: Sandbox,
+    harness_dir: Path,
+    entry: list[str],
+    instances: list[dict[str, Any]],
+    server_socket: Path,
+    workdir: Path,
+    timeout: float,
+    decoding: dict[str, Any] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> HarnessRun:
+    io_dir = workdir / "io"
+    io_dir.mkdir(parents=True)
+    (io_dir / "inputs.jsonl").write_text(
+        "".join(json.dumps({"id": i["id"], "input": i["input"]}) + "\n" for i in instances))
+    prepare_writable(io_dir)
+    grant_socket(server_socket)
+    argv = [*entry, "--inputs", f"{INSIDE_IO}/inputs.jsonl",
+            "--out", f"{INSIDE_IO}/outputs.jsonl",
+            "--base-url", f"http://127.0.0.1:{RELAY_PORT}/v1"]
+    if decoding is not None:
+        argv += ["--decoding", json.dumps(decoding)]
+    started = time.monotonic()
+    stderr_path = workdir / "harness.stderr"
+    with stderr_path.open("wb") as stderr:
+        process = sandbox.start(argv, harness_spec(harness_dir, io_dir, server_socket, timeout),
+                                stdout=stderr, stderr=stderr)
+        while process.poll() is None:
+            if on_progress:
+                on_progress(_count_lines(io_dir / "outputs.jsonl"))
+            time.sleep(0.25)
+    outputs = io_dir / "outputs.jsonl"
+    text = outputs.read_text(errors="replace") if outputs.is_file() else ""
+    return HarnessRun(
+        returncode=process.returncode, timed_out=process.killed_by_limit == "wall_seconds",
+        killed_by_limit=process.killed_by_limit, outputs=text,
+        stderr_tail=stderr_path.read_text(errors="replace")[-4000:],
+        seconds=time.monotonic() - started)
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with path.open("rb") as handle:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 16), b""))
+    except FileNotFoundError:
+        return 0
