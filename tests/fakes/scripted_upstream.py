@@ -85,6 +85,7 @@ class ScriptedUpstream:
         self._lock = threading.Lock()
         self._served = 0
         self._dir = Path(tempfile.mkdtemp(prefix="vtb-up-", dir="/tmp"))
+        self._dir.chmod(0o755)  # a sandboxed agent's uid may need to reach the socket
         self.socket_path = socket_path or self._dir / "upstream.sock"
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None

@@ -1,10 +1,10 @@
 """The real Claude Code and Codex CLIs through the gateway to the scripted upstream.
 
 Slow (npm install of both CLIs on first use, about 20 s and 660 MB, cached in the temp dir).
-A spent budget must reach each CLI's output as the gateway's one-line refusal.
 Each CLI gets one scripted tool call (its shell tool writes a file) and one final text; the
 gateway serves on loopback TCP (no sandbox here, so no relay is needed) and must meter
 exactly the tokens the upstream reported, while the upstream sees only the real key.
+A spent budget must reach each CLI's output as the gateway's one-line refusal.
 """
 
 import json

@@ -10,8 +10,15 @@ the research agent's trajectory (JSONL).
 
 Episode identity is the unix socket: each episode gets its own gateway app on its own
 socket path, bound into that episode's sandbox only, so no token exists inside the
-sandbox to steal or forge. What the gateway trusts and does not: see
-:mod:`vtbench.gateway.proxy`.
+sandbox to steal or forge (whoever can connect to the socket is that episode; the runner
+must bind it into no other sandbox). TCP on loopback is offered for agents run outside a
+sandbox; it carries the same trust as the socket, so it is for development only.
+
+Trusted: the operator's config file and environment (upstream URLs, real keys, prices),
+the runner's episode settings (identity, budget, ledger and log paths), and the
+provider's usage fields, which are what the gateway bills by. Not trusted: anything the
+agent sends (bodies are forwarded, not believed; credential headers are dropped; no
+request can name another episode or change a budget). Details: :mod:`vtbench.gateway.proxy`.
 """
 
 from vtbench.gateway.app import create_app

@@ -7,6 +7,11 @@ Its body is parsed only to read ``model`` and ``stream`` and is otherwise forwar
 (except that Chat Completions streams always ask for usage); its credential headers are
 dropped; it cannot name another episode or change a budget. A stream the agent abandons
 is still read to its end from the upstream so its usage is metered exactly.
+
+Budgets are checked when a request arrives, against running totals of finished
+exchanges; usage is known only when an answer ends, so exchanges already in flight when
+the budget runs out finish and are metered in full: the overshoot is at most what the
+agent's concurrent requests use, and the ledger records it truthfully.
 """
 
 import json
