@@ -48,6 +48,7 @@ def main() -> None:
         model.mkdir()
         checkpoint = model / "model.safetensors"
         write_checkpoint(checkpoint)
+        (model / "config.json").write_text('{"model_type": "gpt2"}')
         os.sync()  # flush the generated file so its writeback does not throttle the copy
         subprocess.run(["cat", str(checkpoint)], stdout=subprocess.DEVNULL, check=True)
         baseline = timed(lambda: subprocess.run(["sha256sum", str(checkpoint)],

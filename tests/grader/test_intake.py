@@ -190,13 +190,19 @@ def test_config_needing_remote_code_is_refused(tmp_path: Path, config_name: str,
     source = make_model(tmp_path / "m")
     value = {"AutoModel": "modeling_evil.EvilModel"} if key == "auto_map" else True
     (source / config_name).write_text(json.dumps({"model_type": "gpt2", key: value}))
-    assert f"{config_name}: sets '{key}', which needs remote code" in refused(source)
+    assert f"{config_name}: '{key}' asks for remote code" in refused(source)
 
 
 def test_python_file_in_a_model_is_refused(tmp_path: Path) -> None:
     source = make_model(tmp_path / "m")
     (source / "modeling_evil.py").write_text("import os\n")
     assert "modeling_evil.py: not a safetensors, JSON or tokenizer file" in refused(source)
+
+
+def test_model_without_config_is_refused(tmp_path: Path) -> None:
+    source = make_model(tmp_path / "m")
+    (source / "config.json").unlink()
+    assert "config.json: missing" in refused(source)
 
 
 def test_model_without_safetensors_weights_is_refused(tmp_path: Path) -> None:
@@ -208,7 +214,7 @@ def test_model_without_safetensors_weights_is_refused(tmp_path: Path) -> None:
 def test_malformed_safetensors_is_refused(tmp_path: Path) -> None:
     source = make_model(tmp_path / "m")
     (source / "model.safetensors").write_bytes(struct.pack("<Q", 10**6) + b"{}")
-    assert "model.safetensors: not a safetensors file" in refused(source)
+    assert "model.safetensors: corrupt safetensors file" in refused(source)
 
 
 def test_safetensors_whose_header_length_looks_like_a_pickle_opcode_is_accepted(
@@ -276,3 +282,10 @@ def test_file_replaced_by_another_after_the_scan_is_refused(
 
     monkeypatch.setattr(intake_module, "_scan", scan_then_replace)
     assert "tokenizer.json: changed while it was being read" in refused(source)
+
+
+def test_shard_index_naming_a_file_outside_the_model_is_refused(tmp_path: Path) -> None:
+    source = make_model(tmp_path / "m")
+    index = {"weight_map": {"w": "../../secret.safetensors"}}
+    (source / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert "model.safetensors.index.json: shard '../../secret.safetensors'" in refused(source)

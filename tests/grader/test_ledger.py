@@ -116,7 +116,7 @@ def test_a_free_cached_repeat_reserves_no_credit() -> None:
 def test_closed_episode_takes_no_more_validations() -> None:
     ledger = new_ledger()
     ledger.close_episode("ep1")
-    with pytest.raises(BudgetExhausted):
+    with pytest.raises(BudgetExhausted, match="is closed"):
         ledger.reserve_validation("ep1", INPUTS)
 
 

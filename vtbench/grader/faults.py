@@ -18,12 +18,10 @@ PAUSE_ENV = "VTBENCH_GRADER_PAUSE_FILE"
 POINTS = (
     "queued",  # reservation committed, nothing started
     "running",  # validation marked running
-    "model_loading",  # model server starting for the candidate
-    "harness_running",  # harness process running
-    "scoring",  # trusted scorer running
     "writing_result",  # inside the settling transaction, before COMMIT
     "settled",  # settling transaction committed
 )
+"""The points the ledger passes; the service adds its own between running and settling."""
 
 
 def checkpoint(name: str) -> None:

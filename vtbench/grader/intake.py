@@ -18,8 +18,10 @@ Guarantees:
   zip archive holding a ``.pkl``), files over the per-file limit by size *or* allocated
   blocks, trees over the total limit (a huge sparse file is refused from its ``st_size``
   before a byte is read), and for models: files other than safetensors/JSON/tokenizer
-  files, configs asking for remote code (``auto_map``, ``trust_remote_code``),
-  malformed safetensors headers, or no safetensors weights at all.
+  files, no safetensors weights, and whatever the model loader itself refuses
+  (:func:`vtbench.models.checkpoint.check_checkpoint`, run on the stored copy: configs
+  asking for remote code, corrupt safetensors, shards outside the directory, no
+  ``config.json``).
 * Paths cannot leave the directory: the walk goes through directory file descriptors
   opened with ``O_NOFOLLOW`` and checks each opened object against the ``lstat`` that
   classified it, so a directory or file swapped for a symlink mid-intake is refused.
@@ -31,7 +33,6 @@ import json
 import os
 import shutil
 import stat
-import struct
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -41,16 +42,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from vtbench import layout
-from vtbench.errors import CandidateRefused
+from vtbench.errors import CandidateRefused, CheckpointError
 from vtbench.grader.hashcopy import copy_and_hash
+from vtbench.models.checkpoint import PICKLE_SUFFIXES, check_checkpoint
 
 Kind = Literal["model", "harness"]
 TREE_PREFIX = b"vtbench-tree-v1\n"
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib")
 MODEL_SUFFIXES = (".safetensors", ".json", ".txt", ".model", ".md", ".jinja", ".tiktoken",
                   ".yml", ".yaml")
-REMOTE_CODE_KEYS = ("auto_map", "trust_remote_code")
-SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -124,7 +123,7 @@ def _check_entry(rel: str, listed: os.stat_result, kind: Kind, limits: IntakeLim
     if not stat.S_ISREG(listed.st_mode):
         raise _refuse(rel, f"is {_kind_of(listed.st_mode)}")
     lower = rel.lower()
-    if lower.endswith(PICKLE_SUFFIXES):
+    if Path(lower).suffix in PICKLE_SUFFIXES:
         raise _refuse(rel, "pickle files are never loaded; save weights as safetensors")
     if kind == "model" and not lower.endswith(MODEL_SUFFIXES):
         raise _refuse(rel, "not a safetensors, JSON or tokenizer file")
@@ -224,40 +223,13 @@ def tree_hash(files: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def _check_model_contents(files_dir: Path, files: dict[str, str]) -> None:
-    """Refusals that need the (stored, no longer changeable) bytes of a model."""
-    for rel in files:
-        path = files_dir / rel
-        if rel.endswith(".safetensors"):
-            _check_safetensors_header(path, rel)
-        elif rel.endswith(".json") and "config" in Path(rel).name:
-            _check_config(path, rel)
-
-
-def _check_safetensors_header(path: Path, rel: str) -> None:
-    with path.open("rb") as handle:
-        raw = handle.read(8)
-        size = struct.unpack("<Q", raw)[0] if len(raw) == 8 else -1
-        if not 2 <= size <= min(SAFETENSORS_HEADER_LIMIT, path.stat().st_size - 8):
-            raise _refuse(rel, "not a safetensors file (bad header length)")
-        try:
-            header = json.loads(handle.read(size))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise _refuse(rel, "not a safetensors file (header is not JSON)") from None
-    if not isinstance(header, dict):
-        raise _refuse(rel, "not a safetensors file (header is not a JSON object)")
-
-
-def _check_config(path: Path, rel: str) -> None:
+def _check_model_contents(files_dir: Path) -> None:
+    """The model loader's own checks, on the stored (no longer changeable) copy."""
     try:
-        config = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise _refuse(rel, "config is not valid JSON") from None
-    if isinstance(config, dict):
-        for key in REMOTE_CODE_KEYS:
-            if config.get(key):
-                raise _refuse(rel, f"sets {key!r}, which needs remote code; "
-                                   "only built-in transformers architectures load")
+        check_checkpoint(files_dir)
+    except CheckpointError as err:
+        message = str(err).replace(f"{files_dir.resolve()}/", "")
+        raise CandidateRefused(f"candidate refused: {message}", hint=err.hint) from None
 
 
 def _check_any_zip(files_dir: Path, files: dict[str, str]) -> None:
@@ -311,7 +283,7 @@ def _intake_fd(root_fd: int, kind: Kind, limits: IntakeLimits,
         hashes = _copy_tree(root_fd, files, incoming / "files", limits)
         _check_any_zip(incoming / "files", hashes)
         if kind == "model":
-            _check_model_contents(incoming / "files", hashes)
+            _check_model_contents(incoming / "files")
         return _publish(incoming, store, hashes)
     finally:
         if incoming.exists():

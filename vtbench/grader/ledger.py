@@ -251,6 +251,8 @@ class Ledger:
                     (episode_id, validation_id, credit, now),
                 )
                 _event(conn, episode_id, "validation_reserved", validation=validation_id)
+        if refused and status != "open":
+            raise BudgetExhausted(f"episode {episode_id} is closed", hint="it takes no more work")
         if refused:
             raise BudgetExhausted(
                 f"episode {episode_id} has no validation budget left",
