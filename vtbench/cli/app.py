@@ -2,7 +2,7 @@
 
 import typer
 
-from vtbench.cli import gateway, report, tasks
+from vtbench.cli import gateway, prepare, report, tasks
 
 app = typer.Typer(
     help="VibeTraining-Bench: evaluate research agents that co-design data, trainer and harness.",
@@ -10,5 +10,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(tasks.app, name="tasks")
+app.command("prepare")(prepare.prepare)
+app.command("eval")(prepare.eval_command)
+app.command("pretrain")(prepare.pretrain)
 app.add_typer(gateway.app, name="gateway")
 app.command("report")(report.report)

@@ -45,3 +45,20 @@ def validate(path: Path, as_json: JsonFlag = False) -> None:
         print_json({"id": task.id, "valid": True, "path": str(task.root)})
     else:
         console.print(f"{task.root}/task.toml: valid task {task.id!r}")
+
+
+@app.command("scores")
+def scores(as_json: JsonFlag = False) -> None:
+    """Initial, reference and ablation scores of every prepared task."""
+    from vtbench.cli.prepare import SCORE_COLUMNS, scores_rows
+    from vtbench.prepare import task_scores
+    from vtbench.prepare.prepare import scores_path
+
+    rows = [task_scores(t) for t in builtin_tasks() if scores_path(t).exists()]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        console.print("no task is prepared yet (run: vtbench prepare)")
+        return
+    print_table("task scores", SCORE_COLUMNS, scores_rows(rows))

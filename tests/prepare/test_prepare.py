@@ -1,0 +1,59 @@
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vtbench import layout
+from vtbench.models.tiny import new_tiny_model, save_checkpoint
+from vtbench.prepare import prepare_task, task_scores
+from vtbench.prepare.systems import TrainingFailed
+from vtbench.tasks import load_task
+
+
+@pytest.fixture
+def quick_arith(tmp_path: Path) -> Path:
+    """A copy of arith that trains for a few steps on a random tiny base and has tiny splits."""
+    tasks = tmp_path / "tasks"
+    shutil.copytree(layout.BUILTIN_TASKS / "arith", tasks / "arith")
+    shutil.copytree(layout.BUILTIN_TASKS / "_tiny", tasks / "_tiny")
+    base = tmp_path / "base"
+    save_checkpoint(new_tiny_model(seed=1), base)
+    toml = tasks / "arith" / "task.toml"
+    text = toml.read_text().replace('base_model = "tiny"', f'base_model = "{base}"')
+    toml.write_text(text.replace("val = 200", "val = 4").replace("test = 400", "test = 4"))
+    config = tasks / "_tiny" / "trainer" / "config.toml"
+    config.write_text(config.read_text().replace("steps = 150", "steps = 2"))
+    reference = tasks / "arith" / "reference.py"
+    reference.write_text(reference.read_text().replace("steps=300", "steps=3"))
+    return tasks / "arith"
+
+
+def test_prepare_scores_every_system_and_a_second_run_does_no_work(quick_arith: Path) -> None:
+    task = load_task(quick_arith)
+    lines: list[str] = []
+    scores = prepare_task(task, report=lambda job, line: lines.append(f"{job} {line}"))
+    assert set(scores["initial"]) == {"val", "test"}
+    assert all(scores[s][split] is not None for s in ("initial", "reference")
+               for split in ("val", "test"))
+    assert scores["ablations"]["data"] is not None and scores["ablations"]["trainer"] is not None
+    assert scores["ablations"]["harness"] is None
+    assert any("step 2/2" in line for line in lines)
+    again: list[str] = []
+    assert prepare_task(task, report=lambda job, line: again.append(line)) == scores
+    assert again == []
+    assert task_scores(task) == scores
+
+
+def test_a_failed_training_leaves_nothing_half_written(quick_arith: Path) -> None:
+    trainer = quick_arith.parent / "_tiny" / "trainer" / "train.py"
+    crash = ("import sys, pathlib\n"
+             "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
+             "out.mkdir(parents=True)\n(out / 'model.safetensors').write_bytes(b'half')\n"
+             "sys.exit('out of memory')\n")
+    trainer.write_text(crash + trainer.read_text())
+    task = load_task(quick_arith)
+    with pytest.raises(TrainingFailed, match="out of memory"):
+        prepare_task(task, workers=1)
+    systems = layout.task_store(task.id) / "systems"
+    assert not list(systems.glob("*/model-seed*"))
+    assert not (layout.task_store(task.id) / "scores.json").exists()

@@ -1,0 +1,126 @@
+"""``vtbench prepare``, ``vtbench eval`` and ``vtbench pretrain``: the operator's side."""
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from vtbench.cli.output import console, err_console, print_json, print_table
+from vtbench.errors import VtbenchError
+from vtbench.tasks import builtin_tasks, find_task
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
+
+
+def scores_rows(scores: list[dict]) -> list[list[object]]:
+    return [[s["task"], s["initial"]["val"], s["initial"]["test"], s["reference"]["val"],
+             s["reference"]["test"], s["ablations"]["data"], s["ablations"]["trainer"],
+             s["ablations"]["harness"]] for s in scores]
+
+
+SCORE_COLUMNS = ["task", "initial val", "initial test", "reference val", "reference test",
+                 "data only (val)", "trainer only (val)", "harness only (val)"]
+
+
+def prepare(
+    task: Annotated[
+        list[str] | None, typer.Option("--task", "-t", help="Task id (repeatable).")
+    ] = None,
+    scale: Annotated[str, typer.Option(help="Prepare every built-in task of this scale.")] = "tiny",
+    seeds: Annotated[int, typer.Option(min=1, help="Training seeds per system (spread).")] = 1,
+    workers: Annotated[int, typer.Option(min=1, help="Parallel one-thread trainings.")] = 2,
+    as_json: JsonFlag = False,
+) -> None:
+    """Build splits, the initial, reference and ablation systems, and score them (cached)."""
+    from vtbench.prepare import prepare_task
+
+    tasks = [find_task(t) for t in task] if task else [
+        t for t in builtin_tasks() if t.spec.scale == scale]
+    if not tasks:
+        raise VtbenchError(f"no built-in task has scale {scale!r}")
+    started, results = time.monotonic(), []
+    with Progress(TextColumn("{task.description}"), TimeElapsedColumn(), console=err_console,
+                  transient=as_json) as progress:
+        lines: dict[str, TaskID] = {}
+
+        def report(job: str, line: str) -> None:
+            if job not in lines:
+                lines[job] = progress.add_task(job)
+            progress.update(lines[job], description=f"{job}: {line[:70]}")
+
+        for t in tasks:
+            results.append(prepare_task(t, seeds=tuple(range(seeds)), workers=workers,
+                                        report=report))
+    if as_json:
+        print_json(results)
+        return
+    print_table("prepared tasks", SCORE_COLUMNS, scores_rows(results))
+    console.print(f"prepared {len(tasks)} task(s) in {time.monotonic() - started:.0f} s")
+
+
+def eval_command(
+    task: Annotated[str, typer.Option("--task", "-t", help="Task id or path.")],
+    model: Annotated[Path, typer.Option(help="Model directory (HF checkpoint, safetensors).")],
+    split: Annotated[str, typer.Option(help="val or test.")] = "val",
+    harness: Annotated[Path | None, typer.Option(help="Harness folder (editable tasks).")] = None,
+    sandbox: Annotated[str, typer.Option(help="Harness sandbox backend.")] = "bwrap",
+    as_json: JsonFlag = False,
+) -> None:
+    """Score a model (and harness) on a prepared task's split (operator side)."""
+    from vtbench.evaluation import evaluate
+    from vtbench.tasks.store import ensure_splits
+
+    if split not in ("val", "test"):
+        raise VtbenchError(f"unknown split {split!r}", hint="use val or test")
+    loaded = find_task(task)
+    ensure_splits(loaded)
+    columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as progress:
+        bar = progress.add_task("eval", total=None)
+        result = evaluate(loaded, model, split, harness_dir=harness, sandbox=sandbox,
+                          on_progress=lambda done, total: progress.update(bar, completed=done,
+                                                                          total=total))
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+        return
+    errors = sum(1 for i in result.instances if i.error)
+    console.print(f"{loaded.id} {split}: score {result.score:.4f} over {result.n} instances "
+                  f"({result.harness} harness, {errors} instance errors, "
+                  f"{result.timings['wall']:.1f} s)")
+    if result.error:
+        console.print(f"[red]harness error:[/red] {result.error}")
+
+
+def pretrain(
+    out: Annotated[Path | None, typer.Option(help="Output folder.")] = None,
+    steps: Annotated[int, typer.Option(min=1)] = 2400,
+    seed: Annotated[int, typer.Option()] = 0,
+    install: Annotated[bool, typer.Option(help="Use the result as the tiny base model.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Pre-train the shared tiny base model from generic synthetic and local text."""
+    from vtbench.models.base import installed_tiny_base
+    from vtbench.models.pretrain import pretrain as run_pretraining
+
+    target = installed_tiny_base() if install else out
+    if target is None:
+        raise VtbenchError("say where to write the model", hint="pass --out DIR or --install")
+    columns = (TextColumn("pre-training"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("loss {task.fields[loss]:.3f}"))
+    with Progress(*columns, console=err_console) as progress:
+        bar = progress.add_task("pretrain", total=steps, loss=float("nan"))
+        record = run_pretraining(target, steps=steps, seed=seed, on_step=lambda step, loss:
+                                 progress.update(bar, completed=step + 1, loss=loss))
+    if as_json:
+        print_json({**record, "path": str(target)})
+    else:
+        console.print(f"saved {target} ({record['parameters']} parameters)")

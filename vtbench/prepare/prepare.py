@@ -1,0 +1,126 @@
+"""``vtbench prepare``: splits, systems, trainings and scores of one task, resumable.
+
+Trainings of independent systems run in parallel processes of one thread each. Every
+result lands in ``scores.json`` as soon as it exists, so a crash loses at most the
+evaluation in flight, and a second run with everything cached does no work.
+"""
+
+import json
+import statistics
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from vtbench import layout
+from vtbench.evaluation import evaluate
+from vtbench.models.base import resolve_base
+from vtbench.prepare.systems import SystemPlan, build_components, plans_for, train_system
+from vtbench.tasks.registry import Task
+from vtbench.tasks.store import atomic_write, ensure_splits
+
+Reporter = Callable[[str, str], None]
+"""Called with (job name, progress line)."""
+
+
+def scores_path(task: Task) -> Path:
+    return layout.task_store(task.id) / "scores.json"
+
+
+def system_folder(task: Task, name: str) -> Path:
+    return layout.task_store(task.id) / "systems" / name
+
+
+def load_scores(task: Task) -> dict[str, Any]:
+    path = scores_path(task)
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+class ScoreBook:
+    """scores.json as {system: {split: {seed: score}}}, saved after every change."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.scores = load_scores(task)
+        self.lock = threading.Lock()
+
+    def get(self, system: str, split: str, seed: int) -> float | None:
+        return self.scores.get(system, {}).get(split, {}).get(str(seed))
+
+    def put(self, system: str, split: str, seed: int, score: float) -> None:
+        with self.lock:
+            self.scores.setdefault(system, {}).setdefault(split, {})[str(seed)] = score
+            text = json.dumps(self.scores, indent=2, sort_keys=True)
+            atomic_write(scores_path(self.task), text)
+
+
+def splits_for(plan: SystemPlan, seed: int) -> tuple[str, ...]:
+    return ("val", "test") if plan.name in ("initial", "reference") and seed == 0 else ("val",)
+
+
+def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report: Reporter) -> None:
+    job = f"{task.id}/{plan.name}/seed{seed}"
+    folder = system_folder(task, plan.name)
+    model_owner = folder if plan.trains else system_folder(task, "initial")
+    missing = [s for s in splits_for(plan, seed) if book.get(plan.name, s, seed) is None]
+    if not missing and (model_owner / f"model-seed{seed}" / ".complete").exists():
+        return
+    model = train_system(task, model_owner, resolve_base(task.spec.base_model), seed,
+                         on_line=lambda line: report(job, line.strip()))
+    for split in missing:
+        report(job, f"evaluating on {split}")
+        def progress(done: int, total: int, split: str = split) -> None:
+            report(job, f"{split} {done}/{total}")
+
+        result = evaluate(task, model, split, harness_dir=folder / "harness",
+                          on_progress=progress)
+        if result.error:
+            report(job, f"warning: {result.error}")
+        book.put(plan.name, split, seed, round(result.score, 4))
+    report(job, "done")
+
+
+def prepare_task(task: Task, seeds: tuple[int, ...] = (0,), workers: int = 2,
+                 report: Reporter = lambda job, line: None) -> dict[str, Any]:
+    ensure_splits(task)
+    plans = plans_for(task)
+    for plan in plans:
+        build_components(task, plan, system_folder(task, plan.name))
+    book = ScoreBook(task)
+    training = [(p, s) for p in plans if p.trains for s in seeds]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for future in [pool.submit(run_system, task, p, s, book, report) for p, s in training]:
+            future.result()
+        reusing = [(p, s) for p in plans if not p.trains for s in seeds]
+        for future in [pool.submit(run_system, task, p, s, book, report) for p, s in reusing]:
+            future.result()
+    return task_scores(task)
+
+
+def _mean(values: dict[str, float] | None) -> float | None:
+    return round(statistics.fmean(values.values()), 4) if values else None
+
+
+def _spread(values: dict[str, float] | None) -> float | None:
+    return round(statistics.stdev(values.values()), 4) if values and len(values) > 1 else None
+
+
+def task_scores(task: Task) -> dict[str, Any]:
+    """The ``tasks scores`` object: initial/reference val+test, ablation val, seed spreads."""
+    scores = load_scores(task)
+
+    def split_mean(system: str, split: str) -> float | None:
+        return _mean(scores.get(system, {}).get(split))
+
+    return {
+        "task": task.id,
+        "initial": {"val": split_mean("initial", "val"), "test": split_mean("initial", "test")},
+        "reference": {"val": split_mean("reference", "val"),
+                      "test": split_mean("reference", "test")},
+        "ablations": {name: split_mean(name, "val") if name != "harness"
+                      or task.spec.harness_editable else None
+                      for name in ("data", "trainer", "harness")},
+        "seed_sd": {name: _spread(values.get("val")) for name, values in scores.items()},
+        "seeds": max((len(v.get("val", {})) for v in scores.values()), default=0),
+    }

@@ -1,0 +1,91 @@
+"""The systems ``prepare`` builds for a task and how each is trained.
+
+Each system is a folder in the private store shaped like a workspace (``data/``,
+``trainer/``, ``harness/``, ``model/``). Which components carry the reference's changes
+decides the system: ``initial`` none, ``reference`` all, ``data``/``trainer``/``harness``
+only that one (the ablations). A system whose model is complete (``model/.complete``) is
+never rebuilt, so an interrupted prepare resumes where it stopped.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from vtbench.errors import VtbenchError
+from vtbench.tasks.materialize import COMPONENTS, apply_reference, materialize
+from vtbench.tasks.registry import Task
+
+
+@dataclass(frozen=True)
+class SystemPlan:
+    name: str
+    changed: tuple[str, ...]
+    """Components that carry the reference's changes."""
+
+    @property
+    def trains(self) -> bool:
+        """Whether this system has its own model (else it reuses the initial model)."""
+        return self.changed != ("harness",)
+
+
+SYSTEMS = (
+    SystemPlan("initial", ()),
+    SystemPlan("reference", COMPONENTS),
+    SystemPlan("data", ("data",)),
+    SystemPlan("trainer", ("trainer",)),
+    SystemPlan("harness", ("harness",)),
+)
+
+
+class TrainingFailed(VtbenchError):
+    pass
+
+
+def plans_for(task: Task) -> list[SystemPlan]:
+    return [p for p in SYSTEMS if p.name != "harness" or task.spec.harness_editable]
+
+
+def build_components(task: Task, plan: SystemPlan, folder: Path) -> None:
+    """Materialise the public components and apply the reference to the changed ones."""
+    if (folder / "trainer").exists():
+        return
+    staging = folder.with_name(folder.name + ".staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    materialize(task, staging)
+    apply_reference(task, staging, components=plan.changed)
+    staging.rename(folder)
+
+
+def train_command(task: Task, base: Path, out: Path, seed: int) -> list[str]:
+    values = {"base": str(base), "out": str(out), "seed": str(seed)}
+    argv = [part.format(**values) for part in task.spec.components.trainer.entry]
+    return [sys.executable if argv[0] == "python" else argv[0], *argv[1:]]
+
+
+def train_system(task: Task, folder: Path, base: Path, seed: int,
+                 on_line: Callable[[str], None] | None = None) -> Path:
+    """Train the system's model (trusted trainer code; one thread) unless already complete."""
+    model = folder / f"model-seed{seed}"
+    if (model / ".complete").exists():
+        return model
+    shutil.rmtree(model, ignore_errors=True)
+    env = {**os.environ, "VTBENCH_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    process = subprocess.Popen(train_command(task, base, model, seed), cwd=folder, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    assert process.stdout
+    for line in process.stdout:
+        lines.append(line)
+        if on_line:
+            on_line(line)
+    if process.wait() != 0:
+        shutil.rmtree(model, ignore_errors=True)
+        tail = "".join(lines[-3:]).strip().replace("\n", " | ")
+        raise TrainingFailed(f"training {task.id}/{folder.name} failed: {tail[-400:]}")
+    (model / ".complete").touch()
+    return model
