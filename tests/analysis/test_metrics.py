@@ -102,3 +102,23 @@ def test_stored_history_is_reused_only_while_it_matches(workspace: Workspace) ->
     stale = write_record(folder, [(snaps[0], 0.35), (snaps[2], 0.33)])
     recomputed = load_history(stale, folder)
     assert recomputed.error is not None and "no workspace" in recomputed.error
+
+
+def test_snapshots_kept_beside_the_workspace_are_found(tmp_path: Path) -> None:
+    from vtbench.workspace import git, snapshot
+
+    folder = tmp_path / "episode"
+    workspace, git_dir = folder / "workspace", folder / "snapshots.git"
+    for path, text in {"TASK.md": "# t\n", "data/train.jsonl": jsonl(TRAIN_ROWS),
+                       "trainer/config.toml": "lr = 0.1\n", "harness/run.py": "N = 1\n"}.items():
+        (workspace / path).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / path).write_text(text)
+    git_dir.mkdir()
+    git(git_dir, workspace, "init", "--quiet", "--initial-branch=main")
+    first = snapshot(git_dir, workspace, "snapshot 0: initial workspace")
+    (workspace / "trainer/config.toml").write_text("lr = 0.01\n")
+    second = snapshot(git_dir, workspace, "validation 1: models/cand1")
+    write_record(folder, [(second, 0.4)])
+    episode = load_episode(folder)
+    assert episode.history.snapshot0 == first
+    assert episode.metrics.kind_counts == {"hyperparameters": 1}

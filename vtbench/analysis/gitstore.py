@@ -25,6 +25,7 @@ from types import TracebackType
 from vtbench.errors import AnalysisError
 
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+SNAPSHOTS_DIR = "snapshots.git"
 MAX_PARENT_WALK = 10_000
 """Most commits walked back from a snapshot when looking for snapshot 0."""
 
@@ -33,8 +34,8 @@ class SnapshotStore:
     """Commits, trees and blobs of one workspace repository (use as a context manager)."""
 
     def __init__(self, repo: Path) -> None:
-        git_dir = repo / ".git" if (repo / ".git").is_dir() else repo
-        if not (git_dir / "objects").is_dir():
+        git_dir = find_git_dir(repo)
+        if git_dir is None:
             raise AnalysisError(f"{repo}: not a git repository",
                                 hint="point the record's `workspace` at the workspace folder")
         self.repo = repo
@@ -155,6 +156,16 @@ class SnapshotStore:
         if kind != "blob":
             raise AnalysisError(f"{self.repo}: {oid} is a {kind}, not a blob")
         return body
+
+
+def find_git_dir(path: Path) -> Path | None:
+    """The snapshot repository of a workspace: ``<path>/.git``, ``<path>`` itself when it
+    is a git directory, or ``snapshots.git`` beside the workspace (where the runner keeps
+    snapshots out of the agent's reach)."""
+    for candidate in (path / ".git", path, path.parent / SNAPSHOTS_DIR):
+        if (candidate / "objects").is_dir() and (candidate / "HEAD").is_file():
+            return candidate
+    return None
 
 
 def _start_cat_file(git_dir: Path) -> "subprocess.Popen[bytes]":

@@ -1,8 +1,9 @@
 """An episode's steps (validations, then the submission) with the change each one made.
 
 Step *i* compares its snapshot with the snapshot of the step before it (step 1 with
-snapshot 0, the workspace's first commit). :func:`episode_history` reads the workspace
-repository named by the record; :func:`write_history` stores the result next to the
+snapshot 0, the workspace's first commit). :func:`episode_history` reads the snapshot
+repository of the workspace named by the record (``.git`` inside it, or ``snapshots.git``
+beside it); :func:`write_history` stores the result next to the
 record as ``changes.json`` so that reports over many episodes need not read git again.
 A stored history is used only when its classifier version and its snapshots match the
 record, so it can never describe another history than the record's.
@@ -15,7 +16,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from vtbench.analysis.changes import SnapshotChange, Strict, classify
-from vtbench.analysis.gitstore import SnapshotStore
+from vtbench.analysis.gitstore import SnapshotStore, find_git_dir
 from vtbench.episode.record import EpisodeRecord
 from vtbench.errors import AnalysisError, VtbenchError
 
@@ -66,8 +67,8 @@ def episode_history(record: EpisodeRecord, episode_dir: Path) -> EpisodeHistory:
     if not history.steps:
         return history
     repo = (episode_dir / record.workspace).resolve()
-    if not repo.is_dir():
-        history.error = f"no workspace at {repo}"
+    if find_git_dir(repo) is None:
+        history.error = f"no workspace history at {repo}"
         return history
     try:
         with SnapshotStore(repo) as store:
