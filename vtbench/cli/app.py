@@ -2,7 +2,7 @@
 
 import typer
 
-from vtbench.cli import gateway, prepare, report, tasks
+from vtbench.cli import client, gateway, prepare, report, run, tasks
 
 app = typer.Typer(
     help="VibeTraining-Bench: evaluate research agents that co-design data, trainer and harness.",
@@ -13,5 +13,8 @@ app.add_typer(tasks.app, name="tasks")
 app.command("prepare")(prepare.prepare)
 app.command("eval")(prepare.eval_command)
 app.command("pretrain")(prepare.pretrain)
+app.command("run")(run.run)
+for command in (client.status, client.validate, client.models, client.merge, client.submit):
+    app.command(rich_help_panel="Inside an episode")(command)
 app.add_typer(gateway.app, name="gateway")
 app.command("report")(report.report)

@@ -1,0 +1,53 @@
+"""``vtbench run``: one research episode, end to end."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vtbench.cli.output import console, err_console, print_json, print_table
+from vtbench.episode.record import EpisodeRecord
+from vtbench.errors import VtbenchError
+
+
+def summary(record: "EpisodeRecord", record_path: Path) -> dict[str, object]:
+    return {"task": record.task, "agent": record.agent, "seed": record.seed,
+            "submitted": record.submitted, "initial_test": record.initial_test,
+            "final_test": record.final_test, "reference_test": record.reference_test,
+            "gain": record.gain, "normalized_gain": record.normalized_gain,
+            "validations_used": record.validations_used, "stop_reason": record.stop_reason,
+            "record_path": str(record_path)}
+
+
+def run(
+    task: Annotated[str | None, typer.Option("--task", "-t", help="Task id.")] = None,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", "-a", help="reference, noop, claude-code, codex, ... or command:<program>.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Episode seed.")] = 0,
+    budget_minutes: Annotated[float | None, typer.Option(
+        help="Wall-clock budget (default: the task's).")] = None,
+    out: Annotated[Path, typer.Option(help="Folder for episode folders.")] = Path("runs"),
+    sandbox: Annotated[str, typer.Option(help="Sandbox backend: bwrap, docker, none.")] = "bwrap",
+    model: Annotated[str | None, typer.Option(help="LLM for LLM agents.")] = None,
+    reasoning_effort: Annotated[str | None, typer.Option(help="For LLM agents.")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Finish an interrupted episode.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result object.")] = False,
+) -> None:
+    """Run one episode; the agent's submission is scored on the hidden test split."""
+    from vtbench.episode.runner import RunOptions, run_episode
+
+    if resume is None and (task is None or agent is None):
+        raise VtbenchError("say which task and agent", hint="pass --task and --agent, or --resume")
+    options = RunOptions(task=task or "", agent=agent or "", seed=seed,
+                         budget_minutes=budget_minutes, out=out, sandbox=sandbox, model=model,
+                         reasoning_effort=reasoning_effort)
+    record, path = run_episode(options, events=lambda line: err_console.log(line),
+                               resume=resume)
+    result = summary(record, path)
+    if as_json:
+        print_json(result)
+        return
+    print_table(f"episode {record.episode_id}", ["field", "value"],
+                [[key, value] for key, value in result.items()])
+    console.print(f"record: {path}")

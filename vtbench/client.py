@@ -1,0 +1,85 @@
+"""The grader client: what ``vtbench status|validate|models|merge|submit`` use inside the
+research sandbox (episode token) and what the runner uses (operator token).
+
+Inside a sandbox the grader's unix socket and the episode token come from the environment
+(``VTBENCH_GRADER_SOCKET``, ``VTBENCH_TOKEN``). A refusal arrives as one
+:class:`GraderError` line carrying the grader's public message.
+"""
+
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from vtbench.errors import GraderError, GraderUnavailable, VtbenchError
+
+
+class NotInEpisode(VtbenchError):
+    exit_code = 2
+
+
+class GraderClient:
+    def __init__(self, socket: Path, token: str, timeout: float = 3600.0) -> None:
+        self.socket, self.token, self.timeout = socket, token, timeout
+
+    @classmethod
+    def from_environment(cls) -> "GraderClient":
+        socket, token = os.environ.get("VTBENCH_GRADER_SOCKET"), os.environ.get("VTBENCH_TOKEN")
+        if not socket or not token:
+            raise NotInEpisode("this command talks to the grader of an episode",
+                               hint="run it inside an episode's sandbox (vtbench run)")
+        return cls(Path(socket), token)
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        transport = httpx.HTTPTransport(uds=str(self.socket))
+        headers = {"Authorization": f"Bearer {self.token}"}
+        try:
+            with httpx.Client(transport=transport, base_url="http://grader",
+                              timeout=self.timeout) as http:
+                response = http.request(method, path, json=body, headers=headers)
+        except httpx.TransportError as err:
+            raise GraderUnavailable(f"cannot reach the grader at {self.socket}: {err}") from None
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = {"error": response.text[:200]}
+        if response.status_code >= 400:
+            message = payload.get("error") if isinstance(payload, dict) else None
+            raise GraderError(f"grader refused {method} {path}: {message or response.status_code}")
+        return payload
+
+    def status(self) -> dict[str, Any]:
+        return self.request("GET", "/v1/status")
+
+    def validate(self, model: str, harness: str | None = None) -> dict[str, Any]:
+        return self.request("POST", "/v1/validations",
+                            {"model": model, "harness": harness, "wait": True})
+
+    def validation(self, validation_id: int) -> dict[str, Any]:
+        return self.request("GET", f"/v1/validations/{validation_id}")
+
+    def models(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/v1/models")
+
+    def merge(self, method: str, models: list[str], weights: list[float], out: str,
+              **options: Any) -> dict[str, Any]:
+        body = {"method": method, "models": models, "weights": weights, "out": out, **options}
+        return self.request("POST", "/v1/merges", body)
+
+    def submit(self, model: str, harness: str | None = None) -> dict[str, Any]:
+        return self.request("POST", "/v1/submission", {"model": model, "harness": harness})
+
+    def create_episode(self, task: str, workspace: Path) -> dict[str, Any]:
+        return self.request("POST", "/v1/operator/episodes",
+                            {"task": task, "workspace": str(workspace)})
+
+    def finish(self, episode: str) -> dict[str, Any]:
+        return self.request("POST", f"/v1/operator/episodes/{episode}/finish")
+
+    def result(self, episode: str) -> dict[str, Any]:
+        return self.request("GET", f"/v1/operator/episodes/{episode}/result")
+
+    def history(self, episode: str) -> dict[str, Any]:
+        """Validations, submission and candidate lineage of one episode (operator)."""
+        return self.request("GET", f"/v1/operator/episodes/{episode}/history")

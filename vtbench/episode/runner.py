@@ -1,0 +1,198 @@
+"""The episode runner (trusted): workspace, grader episode, sandboxed agent, finalisation.
+
+Trusts: the grader (scores, ledger, lineage), the sandbox, the prepared task in the private
+store. Does not trust: the agent and everything it writes (the workspace is only read
+through the grader's intake, and the snapshot history lives outside the workspace).
+
+The wall clock does not pause while the grader evaluates: validations cost the agent time
+as well as credits. The agent is stopped (SIGTERM, then SIGKILL of its whole process tree)
+at the deadline or as soon as its submission is recorded. With no submission the final
+system is the initial one (gain 0). The record is written at the start and after every
+step, so ``vtbench run --resume DIR`` can finish an episode whose runner died.
+"""
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from vtbench.agents import AgentContext, get_agent
+from vtbench.client import GraderClient
+from vtbench.episode.grader_process import running_grader
+from vtbench.episode.record import EpisodeRecord, LlmUsage, Submission, Validation
+from vtbench.episode.sandbox import research_spec
+from vtbench.errors import NotPrepared, VtbenchError
+from vtbench.grader.core import operator_token
+from vtbench.models.base import resolve_base
+from vtbench.prepare import task_scores
+from vtbench.prepare.prepare import system_folder
+from vtbench.sandbox import get_sandbox, prepare_writable
+from vtbench.tasks import find_task
+from vtbench.tasks.registry import Task
+from vtbench.tasks.store import atomic_write
+from vtbench.workspace import create_workspace
+
+PROMPT = ("You are a research agent. Read /workspace/TASK.md. Improve the system by changing "
+          "its training data, trainer and (where allowed) harness; train candidates, validate "
+          "them with `vtbench validate`, and submit your best with `vtbench submit` before "
+          "the budget runs out.")
+Events = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    task: str
+    agent: str
+    seed: int = 0
+    budget_minutes: float | None = None
+    out: Path = Path("runs")
+    sandbox: str = "bwrap"
+    model: str | None = None
+    reasoning_effort: str | None = None
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def initial_model(task: Task) -> Path:
+    model = system_folder(task, "initial") / "model-seed0"
+    scores = task_scores(task)
+    if not (model / ".complete").exists() or scores["initial"]["test"] is None:
+        raise NotPrepared(f"task {task.id!r} is not prepared",
+                          hint=f"run: vtbench prepare --task {task.id}")
+    return model
+
+
+class Episode:
+    """One episode folder: record, workspace, snapshots, the runner's private state."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.workspace = folder / "workspace"
+        self.snapshots = folder / "snapshots.git"
+        self.record_path = folder / "episode.json"
+        self.state_path = folder / ".runner-state.json"
+        self.log = folder / "agent.log"
+
+    def save(self, record: EpisodeRecord) -> None:
+        atomic_write(self.record_path, record.model_dump_json(indent=2), mode=0o644)
+
+    def load(self) -> EpisodeRecord:
+        return EpisodeRecord.model_validate_json(self.record_path.read_text())
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        atomic_write(self.state_path, json.dumps(state))
+
+    def state(self) -> dict[str, Any]:
+        return json.loads(self.state_path.read_text())
+
+
+def start_episode(options: RunOptions, events: Events) -> tuple[Episode, EpisodeRecord]:
+    task = find_task(options.task)
+    get_agent(options.agent)
+    model = initial_model(task)
+    scores = task_scores(task)
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    slug = options.agent.replace("command:", "command-").replace("/", "_").replace(" ", "_")[:40]
+    episode = Episode(options.out.resolve() / f"{task.id}-{slug}-s{options.seed}-{stamp}")
+    episode.folder.mkdir(parents=True)
+    create_workspace(task, episode.workspace, episode.snapshots,
+                     resolve_base(task.spec.base_model), model)
+    budget = options.budget_minutes or task.spec.budgets.wall_clock_minutes
+    record = EpisodeRecord(
+        episode_id=episode.folder.name, task=task.id, agent=options.agent, seed=options.seed,
+        budget_minutes=budget, started_at=now(), initial_val=scores["initial"]["val"],
+        initial_test=scores["initial"]["test"], reference_test=scores["reference"]["test"])
+    episode.save(record)
+    events(f"workspace ready: {episode.workspace}")
+    return episode, record
+
+
+def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, grader: Path,
+              options: RunOptions, events: Events) -> str:
+    """Run the agent in its sandbox until it exits, submits or reaches the deadline."""
+    task, agent, state = find_task(record.task), get_agent(record.agent), episode.state()
+    elapsed = time.time() - datetime.fromisoformat(record.started_at).timestamp()
+    remaining = record.budget_minutes * 60 - elapsed
+    if remaining <= 0:
+        return "deadline"
+    context = AgentContext(task=task.id, seed=record.seed, budget_minutes=record.budget_minutes,
+                           prompt=PROMPT, model=options.model,
+                           reasoning_effort=options.reasoning_effort)
+    prepare_writable(episode.workspace)
+    spec = research_spec(task, agent, episode.workspace, grader, state["token"], remaining,
+                         extra_env=agent.environment(context))
+    with episode.log.open("ab") as log:
+        process = get_sandbox(options.sandbox).start(agent.command(context), spec,
+                                                     stdout=log, stderr=log)
+        events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
+        seen = 0
+        while process.poll() is None:
+            time.sleep(1.0)
+            status = client.request("GET", f"/v1/operator/episodes/{state['episode']}/history")
+            for validation in status["validations"][seen:]:
+                events(f"validation {validation['index']}: {validation['candidate']} "
+                       f"-> {validation['score']}")
+            seen = len(status["validations"])
+            if status["submission"] is not None:
+                events("submission recorded; stopping the agent")
+                process.kill_tree()
+                return "submitted"
+    if process.killed_by_limit == "wall_seconds":
+        return "deadline"
+    return "agent_exited"
+
+
+def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
+             stop_reason: str) -> EpisodeRecord:
+    """Score the submission on test (grader side) and complete the record."""
+    state = episode.state()
+    result = client.finish(state["episode"])
+    history = client.history(state["episode"])
+    started = datetime.fromisoformat(record.started_at).timestamp()
+    record.validations = [Validation.model_validate(v) for v in history["validations"]]
+    record.submission = (Submission.model_validate(history["submission"])
+                         if history["submission"] else None)
+    record.candidates = history["candidates"]
+    record.submitted = record.submission is not None
+    record.final_test = result["test_score"] if record.submitted else record.initial_test
+    record.gain = result["gain"] if record.submitted else 0.0
+    record.normalized_gain = result["normalised_gain"] if record.submitted else 0.0
+    record.spent.wall_seconds = round(time.time() - started, 1)
+    record.spent.validations = record.validations_used
+    record.spent.grader_compute_seconds = round(
+        sum(v.compute_seconds for v in record.validations), 1)
+    record.llm = LlmUsage.model_validate(history.get("llm") or {})
+    record.status, record.stop_reason, record.ended_at = "finished", stop_reason, now()
+    episode.save(record)
+    return record
+
+
+def run_episode(options: RunOptions, events: Events = lambda line: None,
+                resume: Path | None = None) -> tuple[EpisodeRecord, Path]:
+    """Run (or resume) one episode; returns the finished record and its path."""
+    if resume is not None:
+        episode = Episode(resume.resolve())
+        record = episode.load()
+        if record.status == "finished":
+            return record, episode.record_path
+    else:
+        episode, record = start_episode(options, events)
+    with running_grader(options.sandbox, log=episode.folder / "grader.log") as grader:
+        client = GraderClient(grader, operator_token())
+        if not episode.state_path.exists():
+            grant = client.create_episode(record.task, episode.workspace)
+            episode.save_state({"episode": grant["episode"], "token": grant["token"]})
+        try:
+            reason = run_agent(episode, record, client, grader, options, events)
+        except VtbenchError:
+            record.status = "failed"
+            episode.save(record)
+            raise
+        events(f"agent stopped ({reason}); scoring the submission on the hidden test split")
+        record = finalize(episode, record, client, reason)
+    return record, episode.record_path

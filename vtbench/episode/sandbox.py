@@ -1,0 +1,50 @@
+"""What the research agent's sandbox grants: nothing but the workspace and the runtime.
+
+Visible: ``/workspace`` (writable, except ``models/base``, ``models/initial`` and, where
+the task fixes it, ``harness/``, which are mounted read-only on top), the Python runtime
+(read-only), the grader's socket (``/run/vtbench/grader.sock``, usable only with this
+episode's token) and, for LLM agents, the episode's own gateway behind a loopback relay.
+Never visible: the private store, the repository's task packs (except the read-only
+playbook the built-in reference agent reads), other episodes, the host's network.
+"""
+
+import sys
+from pathlib import Path
+
+from vtbench import layout
+from vtbench.agents import AgentAdapter
+from vtbench.sandbox import Limits, Mount, SandboxSpec, python_runtime_mounts
+from vtbench.tasks.registry import Task
+
+INSIDE_WORKSPACE = Path("/workspace")
+INSIDE_GRADER = Path("/run/vtbench/grader.sock")
+INSIDE_PLAYBOOK = Path("/playbook")
+GATEWAY_PORT = 8089
+
+
+def read_only_overlays(task: Task, workspace: Path) -> list[Mount]:
+    paths = ["models/base", "models/initial"]
+    if not task.spec.harness_editable:
+        paths.append("harness")
+    return [Mount(source=workspace / p, target=INSIDE_WORKSPACE / p) for p in paths]
+
+
+def research_spec(task: Task, agent: AgentAdapter, workspace: Path, grader_socket: Path,
+                  token: str, wall_seconds: float, gateway_socket: Path | None = None,
+                  extra_env: dict[str, str] | None = None) -> SandboxSpec:
+    mounts = [*python_runtime_mounts(), Mount(source=workspace, target=INSIDE_WORKSPACE,
+                                             writable=True), *read_only_overlays(task, workspace)]
+    env = {"PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home",
+           "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "VTBENCH_GRADER_SOCKET": str(INSIDE_GRADER),
+           "VTBENCH_TOKEN": token, "VTBENCH_TASK": task.id, **(extra_env or {})}
+    if agent.needs_playbook:
+        mounts.append(Mount(source=layout.BUILTIN_TASKS, target=INSIDE_PLAYBOOK))
+        env["VTBENCH_PLAYBOOK"] = str(INSIDE_PLAYBOOK / task.root.name)
+    relays = {GATEWAY_PORT: gateway_socket} if gateway_socket else {}
+    memory_gb = max(task.spec.resources.memory_gb, 8)
+    return SandboxSpec(
+        mounts=mounts, env=env, cwd=INSIDE_WORKSPACE,
+        limits=Limits(wall_seconds=wall_seconds, memory_mb=int(memory_gb * 4096), pids=512,
+                      file_size_mb=4096, open_files=4096, tmp_mb=1024),
+        unix_sockets={INSIDE_GRADER: grader_socket}, tcp_relays=relays)
