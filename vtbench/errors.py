@@ -69,6 +69,18 @@ class CandidateRefused(GraderError):
     """A candidate directory failed intake; the message names the offending file."""
 
 
+class Unauthorized(GraderError):
+    """A grader request's token is missing, unknown or not allowed on that route."""
+
+
+class NotFound(GraderError):
+    """A grader request names something the caller cannot see (or that does not exist)."""
+
+
+class GraderUnavailable(GraderError):
+    """The grader failed for a reason of its own; the request can be retried."""
+
+
 class AnalysisError(VtbenchError):
     """An episode record or its workspace history cannot be read for analysis."""
 

@@ -12,6 +12,7 @@ Whether a cache hit spends a validation credit is the task's decision
 """
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ class ResultCache:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or layout.grader_db()
         self._conn = db.connect(self.path)
+        self._lock = threading.Lock()
         with db.immediate(self._conn) as conn:
             conn.execute(SCHEMA)
 
@@ -60,16 +62,20 @@ class ResultCache:
         self._conn.close()
 
     def get(self, key: CacheKey) -> dict[str, Any] | None:
-        row = self._conn.execute(
+        with self._lock:
+            row = self._read_row(key)
+        return json.loads(row["result"]) if row else None
+
+    def _read_row(self, key: CacheKey) -> Any:
+        return self._conn.execute(
             "SELECT result FROM result_cache WHERE task = ? AND split = ? AND model_hash = ?"
             " AND harness_hash = ? AND decoding = ?",
             key.row(),
         ).fetchone()
-        return json.loads(row["result"]) if row else None
 
     def put(self, key: CacheKey, result: dict[str, Any]) -> bool:
         """Store a completed result; False when the key already had one (kept as is)."""
-        with db.immediate(self._conn) as conn:
+        with self._lock, db.immediate(self._conn) as conn:
             inserted = conn.execute(
                 "INSERT OR IGNORE INTO result_cache VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (*key.row(), json.dumps(result, sort_keys=True), time.time()),
@@ -77,4 +83,5 @@ class ResultCache:
         return bool(inserted)
 
     def __len__(self) -> int:
-        return int(self._conn.execute("SELECT COUNT(*) FROM result_cache").fetchone()[0])
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM result_cache").fetchone()[0])

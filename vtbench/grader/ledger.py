@@ -76,6 +76,8 @@ class Episode(Row):
     id: str
     task: str
     token_hash: str
+    workspace: str | None
+    """Host path of the episode's workspace; candidate paths are relative to it."""
     budgets: EpisodeBudgets
     created: float
     status: Literal["open", "closed"]
@@ -163,13 +165,14 @@ class Ledger:
     # -- episodes ----------------------------------------------------------------------
 
     def create_episode(
-        self, episode_id: str, task: str, token_hash: str, budgets: EpisodeBudgets
+        self, episode_id: str, task: str, token_hash: str, budgets: EpisodeBudgets,
+        workspace: str | None = None,
     ) -> Episode:
         now = time.time()
         with self._write() as conn:
             conn.execute(
-                "INSERT INTO episodes VALUES (?, ?, ?, ?, ?, 'open')",
-                (episode_id, task, token_hash, budgets.model_dump_json(), now),
+                "INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, 'open')",
+                (episode_id, task, token_hash, workspace, budgets.model_dump_json(), now),
             )
             for kind, amount in (
                 ("validation_credit", budgets.validations),
@@ -292,9 +295,12 @@ class Ledger:
     def complete(self, validation_id: int, result: dict[str, Any], compute_seconds: float) -> None:
         self._settle(validation_id, "completed", compute_seconds, result=result)
 
-    def fail_candidate(self, validation_id: int, error: str, compute_seconds: float) -> None:
+    def fail_candidate(
+        self, validation_id: int, error: str, compute_seconds: float,
+        result: dict[str, Any] | None = None,
+    ) -> None:
         """The candidate's fault (bad weights, harness crash or timeout): charged, error kept."""
-        self._settle(validation_id, "failed_candidate", compute_seconds, error=error)
+        self._settle(validation_id, "failed_candidate", compute_seconds, result=result, error=error)
 
     def fail_infra(self, validation_id: int, error: str) -> None:
         """Our fault (server crash, our timeout, restart): the reservation is refunded."""

@@ -15,6 +15,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     id TEXT PRIMARY KEY,
     task TEXT NOT NULL,
     token_hash TEXT NOT NULL UNIQUE,
+    workspace TEXT,
     budgets TEXT NOT NULL,
     created REAL NOT NULL,
     status TEXT NOT NULL CHECK (status IN ('open', 'closed'))

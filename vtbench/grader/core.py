@@ -1,0 +1,405 @@
+"""The grader core: episodes, validations, the one submission and operator queries.
+
+Transport-neutral: :mod:`vtbench.grader.app` puts HTTP on top; tests may call it directly.
+
+Trusts: the ledger and result cache (SQLite in the private store), the private store
+itself (splits, secrets, the candidate store), the task packs' trusted code (builder,
+scorer), the evaluation pipeline (:mod:`vtbench.evaluation`: our model server, the
+sandbox, the scorer) and its own worker threads.
+
+Does not trust: callers (an episode token reaches only that episode's own budget,
+validations and submission, and never a test item or test score; the operator token is
+separate), candidate directories (copied through :mod:`vtbench.grader.intake` before
+anything runs, so later workspace edits change nothing), and anything a harness writes
+(scored by the trusted scorer, recorded per instance).
+
+Every validation goes through the ledger: reserved before any work (atomically, see
+:mod:`vtbench.grader.ledger`), run by a worker that claims it, and settled once: charged
+when it completes or fails because of the candidate, refunded when we fail. After a crash
+:meth:`Grader.start` recovers the ledger and the workers resume the queued work.
+"""
+
+import hashlib
+import hmac
+import logging
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from vtbench import layout
+from vtbench.errors import (
+    CheckpointError,
+    GraderUnavailable,
+    HarnessError,
+    NotFound,
+    Unauthorized,
+    VtbenchError,
+)
+from vtbench.grader import faults
+from vtbench.grader.cache import CacheKey, ResultCache
+from vtbench.grader.intake import StoredCandidate, intake_from, stored, verify
+from vtbench.grader.ledger import Episode, EpisodeBudgets, Ledger, RecoveryReport, Validation
+
+log = logging.getLogger("vtbench.grader")
+PRISTINE = "pristine"
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def operator_token() -> str:
+    """The operator token of this installation, created (0600) on first use."""
+    path = layout.grader_home() / "operator-token"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(secrets.token_urlsafe(32))
+        tmp.chmod(0o600)
+        tmp.replace(path)
+    return path.read_text().strip()
+
+
+class View(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EpisodeGrant(View):
+    episode: str
+    token: str
+    """Shown once; the grader keeps only its hash."""
+
+
+class ValidationView(View):
+    """What an episode sees of one of its validations."""
+
+    id: int
+    state: str
+    score: float | None = None
+    n: int | None = None
+    harness: str | None = None
+    """``candidate``, or ``pristine`` when the task's fixed harness ran whatever was sent."""
+    decoding: dict[str, Any] | None = None
+    instances: list[dict[str, Any]] = []
+    error: str | None = None
+    cached: bool = False
+    credit: int
+    settlement: str | None = None
+
+
+class EpisodeStatus(View):
+    episode: str
+    task: str
+    status: str
+    validations_left: int
+    compute_seconds_left: float
+    validations: list[ValidationView]
+    submitted: bool
+
+
+class SubmissionAck(View):
+    episode: str
+    model_hash: str
+    harness_hash: str
+    received: Literal[True] = True
+
+
+class TestResult(View):
+    """Operator only: the submission's test score and its gain over the initial system."""
+
+    __test__ = False  # not a pytest class
+    episode: str
+    task: str
+    state: str
+    test_score: float | None
+    initial: float | None
+    reference: float | None
+    gain: float | None
+    normalised_gain: float | None
+    error: str | None = None
+
+
+def view(validation: Validation) -> ValidationView:
+    result = validation.result or {}
+    return ValidationView(
+        id=validation.id, state=validation.state, score=result.get("score"), n=result.get("n"),
+        harness=result.get("harness"), decoding=result.get("decoding"),
+        instances=result.get("instances", []), error=validation.error or result.get("error"),
+        cached=bool(result.get("cached")), credit=validation.credit,
+        settlement=validation.settlement)
+
+
+class Grader:
+    """One per host; serves many episodes. Call :meth:`start` before use."""
+
+    def __init__(self, ledger: Ledger | None = None, cache: ResultCache | None = None,
+                 sandbox: str = "bwrap", workers: int = 1) -> None:
+        self.ledger = ledger or Ledger()
+        self.cache = cache or ResultCache(self.ledger.path)
+        self.sandbox = sandbox
+        self._operator_hash = token_hash(operator_token())
+        self._workers = workers
+        self._threads: list[threading.Thread] = []
+        self._changed = threading.Condition()
+        self._stopping = False
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> RecoveryReport:
+        """Settle what a crash left open, then start the workers (queued work resumes)."""
+        report = self.ledger.recover(inputs_intact=self._inputs_intact)
+        log.info("recovered: %s", report.model_dump())
+        for index in range(self._workers):
+            thread = threading.Thread(target=self._work, name=f"grader-worker-{index}",
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return report
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        for thread in self._threads:
+            thread.join()
+
+    @staticmethod
+    def _inputs_intact(inputs: dict[str, Any]) -> bool:
+        hashes = [inputs.get("model_hash"), inputs.get("harness_hash")]
+        return all(h == PRISTINE or (isinstance(h, str) and verify(h)) for h in hashes)
+
+    # -- authentication ----------------------------------------------------------------
+
+    def authenticate(self, token: str | None) -> Episode:
+        episode = self.ledger.episode_for_token(token_hash(token)) if token else None
+        if episode is None:
+            raise Unauthorized("not authorized: unknown episode token")
+        return episode
+
+    def authorize_operator(self, token: str | None) -> None:
+        if not token or not hmac.compare_digest(token_hash(token), self._operator_hash):
+            raise Unauthorized("not authorized: not the operator token")
+
+    def record_denial(self, route: str, reason: str, episode: str | None = None) -> None:
+        log.warning("denied %s: %s (episode %s)", route, reason, episode)
+        self.ledger.log_event(episode, "denied", route=route, reason=reason)
+
+    # -- operator ----------------------------------------------------------------------
+
+    def create_episode(self, task: str, workspace: Path,
+                       budgets: EpisodeBudgets | None = None) -> EpisodeGrant:
+        from vtbench.tasks import find_task
+
+        spec_budgets = find_task(task).spec.budgets
+        budgets = budgets or EpisodeBudgets(validations=spec_budgets.validations,
+                                            compute_seconds=spec_budgets.grader_compute_seconds)
+        token = secrets.token_urlsafe(32)
+        episode_id = f"ep-{secrets.token_hex(6)}"
+        self.ledger.create_episode(episode_id, task, token_hash(token), budgets,
+                                   workspace=str(workspace.resolve()))
+        return EpisodeGrant(episode=episode_id, token=token)
+
+    def operator_status(self) -> dict[str, Any]:
+        episodes = []
+        for episode in self.ledger.episodes():
+            left = self.ledger.remaining(episode.id)
+            submission = self.ledger.submission(episode.id)
+            episodes.append({"episode": episode.id, "task": episode.task,
+                             "status": episode.status, **left.model_dump(),
+                             "submission": submission.state if submission else None})
+        queued = [v.id for v in self.ledger.validations() if v.state in ("queued", "running")]
+        return {"episodes": episodes, "open_validations": queued,
+                "consistency": self.ledger.check_consistency()}
+
+    def finish_episode(self, episode_id: str) -> TestResult:
+        """Close the episode and score its submission on the test split (once)."""
+        self.ledger.episode(episode_id)
+        self.ledger.close_episode(episode_id)
+        submission = self.ledger.submission(episode_id)
+        if submission is not None and submission.state == "pending":
+            self._score_submission(episode_id, submission.model_hash, submission.harness_hash)
+        return self.test_result(episode_id)
+
+    def test_result(self, episode_id: str) -> TestResult:
+        from vtbench.prepare import task_scores
+        from vtbench.tasks import find_task
+
+        episode = self.ledger.episode(episode_id)
+        task = find_task(episode.task)
+        scores = task_scores(task)
+        initial, reference = scores["initial"]["test"], scores["reference"]["test"]
+        submission = self.ledger.submission(episode_id)
+        result = (submission.result or {}) if submission else {}
+        state = submission.state if submission else "no submission"
+        final = result.get("score") if submission else initial
+        gain = final - initial if final is not None and initial is not None else None
+        spread = reference - initial if reference is not None and initial is not None else None
+        return TestResult(
+            episode=episode_id, task=task.id, state=state, test_score=final, initial=initial,
+            reference=reference, gain=gain,
+            normalised_gain=gain / spread if gain is not None and spread else None,
+            error=result.get("error"))
+
+    # -- episode routes ----------------------------------------------------------------
+
+    def status(self, episode: Episode) -> EpisodeStatus:
+        left = self.ledger.remaining(episode.id)
+        return EpisodeStatus(
+            episode=episode.id, task=episode.task, status=episode.status,
+            validations_left=left.validations, compute_seconds_left=left.compute_seconds,
+            validations=[view(v) for v in self.ledger.validations(episode.id)],
+            submitted=self.ledger.submission(episode.id) is not None)
+
+    def _intake(self, episode: Episode, model: str,
+                harness: str | None) -> tuple[StoredCandidate, StoredCandidate | None, bool]:
+        """Intake the candidate; the harness only where the task lets the agent change it."""
+        from vtbench.tasks import find_task
+
+        if episode.workspace is None:
+            raise GraderUnavailable(f"episode {episode.id} has no workspace")
+        workspace = Path(episode.workspace)
+        try:
+            stored_model = intake_from(workspace, model, "model")
+            editable = find_task(episode.task).spec.harness_editable
+            stored_harness = (intake_from(workspace, harness, "harness")
+                              if editable and harness is not None else None)
+        except VtbenchError as err:
+            self.ledger.log_event(episode.id, "candidate_refused", error=err.one_line())
+            raise
+        return stored_model, stored_harness, editable
+
+    def validate(self, episode: Episode, model: str, harness: str | None = None,
+                 wait: bool = True, timeout: float = 3600.0) -> ValidationView:
+        """Queue a validation of (model, harness) on the validation split; wait for it."""
+        from vtbench.tasks import find_task
+
+        task = find_task(episode.task)
+        stored_model, stored_harness, _ = self._intake(episode, model, harness)
+        key = self._cache_key(task, "val", stored_model.hash,
+                              stored_harness.hash if stored_harness else PRISTINE)
+        repeat_is_free = not task.spec.budgets.repeat_validation_costs_credit
+        credit = 0 if repeat_is_free and self.cache.get(key) is not None else 1
+        inputs = {"task": episode.task, "split": "val", "model_hash": stored_model.hash,
+                  "harness_hash": key.harness_hash}
+        validation_id = self.ledger.reserve_validation(episode.id, inputs, credit=credit)
+        with self._changed:
+            self._changed.notify_all()
+        if not wait:
+            return view(self.ledger.validation(validation_id))
+        return self._wait(validation_id, timeout)
+
+    def _wait(self, validation_id: int, timeout: float) -> ValidationView:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                validation = self.ledger.validation(validation_id)
+                if validation.state not in ("queued", "running"):
+                    return view(validation)
+                if time.monotonic() > deadline:
+                    return view(validation)
+                self._changed.wait(timeout=1.0)
+
+    def validation(self, episode: Episode, validation_id: int) -> ValidationView:
+        try:
+            validation = self.ledger.validation(validation_id)
+        except VtbenchError:
+            raise NotFound(f"no validation {validation_id}") from None
+        if validation.episode != episode.id:
+            raise NotFound(f"validation {validation_id} belongs to another episode")
+        return view(validation)
+
+    def submit(self, episode: Episode, model: str, harness: str | None = None) -> SubmissionAck:
+        """Record the one submission; the answer says nothing about the test."""
+        stored_model, stored_harness, _ = self._intake(episode, model, harness)
+        harness_hash = stored_harness.hash if stored_harness else PRISTINE
+        self.ledger.record_submission(episode.id, stored_model.hash, harness_hash)
+        return SubmissionAck(episode=episode.id, model_hash=stored_model.hash,
+                             harness_hash=harness_hash)
+
+    # -- workers -----------------------------------------------------------------------
+
+    def _cache_key(self, task: Any, split: str, model_hash: str, harness_hash: str) -> CacheKey:
+        harness_spec = task.spec.components.harness
+        decoding = None if harness_spec.editable else harness_spec.decoding.model_dump()
+        return CacheKey(task=task.id, split=split, model_hash=model_hash,
+                        harness_hash=harness_hash, decoding=decoding)
+
+    def _work(self) -> None:
+        while True:
+            with self._changed:
+                if self._stopping:
+                    return
+            validation = self.ledger.claim_next()
+            if validation is None:
+                with self._changed:
+                    if not self._stopping:
+                        self._changed.wait(timeout=0.5)
+                continue
+            try:
+                self._run(validation)
+            finally:
+                with self._changed:
+                    self._changed.notify_all()
+
+    def _evaluate(self, split: str, inputs: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        """Run the evaluation pipeline on stored inputs; returns (result, seconds)."""
+        from vtbench.evaluation import evaluate
+        from vtbench.tasks import find_task
+
+        task = find_task(inputs["task"])
+        model = stored(inputs["model_hash"])
+        harness = None if inputs["harness_hash"] == PRISTINE else stored(inputs["harness_hash"])
+        if model is None or (inputs["harness_hash"] != PRISTINE and harness is None):
+            raise GraderUnavailable("a stored candidate went missing")
+        faults.checkpoint("model_loading")
+        started = time.monotonic()
+        result = evaluate(task, model.path, split, harness.path if harness else None,
+                          sandbox=self.sandbox,
+                          on_progress=lambda done, total: faults.checkpoint("harness_running"))
+        return result.model_dump(mode="json"), time.monotonic() - started
+
+    def _run(self, validation: Validation) -> None:
+        from vtbench.tasks import find_task
+
+        inputs = validation.inputs
+        task = find_task(inputs["task"])
+        key = self._cache_key(task, inputs["split"], inputs["model_hash"], inputs["harness_hash"])
+        cached = self.cache.get(key)
+        if cached is not None:
+            self.ledger.complete(validation.id, {**cached, "cached": True}, compute_seconds=0.0)
+            return
+        started = time.monotonic()
+        try:
+            result, seconds = self._evaluate(inputs["split"], inputs)
+        except (CheckpointError, HarnessError) as err:
+            self.ledger.fail_candidate(validation.id, err.one_line(),
+                                       time.monotonic() - started)
+            return
+        except Exception as err:  # ours, not the candidate's: refund, keep the detail in the log
+            log.exception("validation %s failed in the grader", validation.id)
+            self.ledger.fail_infra(validation.id, f"grader failure ({type(err).__name__})")
+            return
+        faults.checkpoint("scored")
+        if result.get("error"):
+            self.ledger.fail_candidate(validation.id, result["error"], seconds, result=result)
+            return
+        self.cache.put(key, result)
+        self.ledger.complete(validation.id, result, seconds)
+
+    def _score_submission(self, episode_id: str, model_hash: str, harness_hash: str) -> None:
+        episode = self.ledger.episode(episode_id)
+        inputs = {"task": episode.task, "model_hash": model_hash, "harness_hash": harness_hash}
+        try:
+            result, _ = self._evaluate("test", inputs)
+        except (CheckpointError, HarnessError) as err:
+            self.ledger.set_submission_result(episode_id, "failed", {"score": 0.0,
+                                              "error": err.one_line()})
+            return
+        except Exception as err:
+            log.exception("scoring the submission of %s failed in the grader", episode_id)
+            raise GraderUnavailable("scoring failed in the grader; finish again") from err
+        self.ledger.set_submission_result(episode_id, "scored", result)
