@@ -234,6 +234,11 @@ def test_non_utf8_file_name_is_refused(tmp_path: Path) -> None:
     assert "file name is not valid UTF-8" in refused(source, "harness")
 
 
+def test_path_with_a_nul_byte_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CandidateRefused, match="not a valid path"):
+        intake_from(tmp_path, "models/\x00", "model")
+
+
 @pytest.mark.parametrize("relative", ["../outside", "/etc", "models/../../outside"])
 def test_path_leaving_the_workspace_is_refused(tmp_path: Path, relative: str) -> None:
     workspace = tmp_path / "ws"

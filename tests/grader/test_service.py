@@ -71,6 +71,11 @@ def test_validation_scores_with_trajectories_submission_says_nothing_operator_se
     assert finished["gain"] == pytest.approx(finished["test_score"] - INITIAL_TEST)
     assert operator.get(f"/v1/operator/episodes/{episode}/result").json() == finished
     assert operator.get("/v1/operator/status").json()["consistency"] == []
+    history = operator.get(f"/v1/operator/episodes/{episode}/history").json()
+    assert [(v["index"], v["cached"], v["charged"]) for v in history["validations"]] == [
+        (1, False, True), (2, True, False)]
+    assert history["submission"]["candidate"] == "models/good"
+    assert agent.get(f"/v1/operator/episodes/{episode}/history").status_code == 401
     assert agent.get(f"/v1/operator/episodes/{episode}/result").status_code == 401
 
 

@@ -179,6 +179,10 @@ def _operator_routes(app: FastAPI, grader: Grader, operator: Any) -> None:
     def finish(episode_id: str) -> TestResult:
         return grader.finish_episode(episode_id)
 
+    @app.get("/v1/operator/episodes/{episode_id}/history", dependencies=guard)
+    def history(episode_id: str) -> dict[str, Any]:
+        return grader.history(episode_id)
+
     @app.get("/v1/operator/episodes/{episode_id}/result", dependencies=guard)
     def result(episode_id: str) -> TestResult:
         return grader.test_result(episode_id)

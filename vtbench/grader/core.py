@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -99,6 +100,8 @@ class EpisodeStatus(View):
     compute_seconds_left: float
     validations: list[ValidationView]
     submitted: bool
+    submission: dict[str, str] | None
+    """The submitted hashes (never a test score)."""
 
 
 class SubmissionAck(View):
@@ -248,11 +251,14 @@ class Grader:
 
     def status(self, episode: Episode) -> EpisodeStatus:
         left = self.ledger.remaining(episode.id)
+        submission = self.ledger.submission(episode.id)
         return EpisodeStatus(
             episode=episode.id, task=episode.task, status=episode.status,
             validations_left=left.validations, compute_seconds_left=left.compute_seconds,
             validations=[view(v) for v in self.ledger.validations(episode.id)],
-            submitted=self.ledger.submission(episode.id) is not None)
+            submitted=submission is not None,
+            submission={"model_hash": submission.model_hash,
+                        "harness_hash": submission.harness_hash} if submission else None)
 
     def _intake(self, episode: Episode, model: str,
                 harness: str | None) -> tuple[StoredCandidate, StoredCandidate | None, bool]:
@@ -272,6 +278,49 @@ class Grader:
             raise
         return stored_model, stored_harness, editable
 
+    @staticmethod
+    def _snapshot(episode: Episode, message: str) -> str | None:
+        """Commit D/T/H into the episode's ``snapshots.git`` beside the workspace, if any."""
+        from vtbench.workspace import snapshot
+
+        if episode.workspace is None:
+            return None
+        workspace = Path(episode.workspace)
+        git_dir = workspace.parent / "snapshots.git"
+        if not git_dir.is_dir():
+            return None
+        try:
+            return snapshot(git_dir, workspace, message)
+        except (OSError, subprocess.CalledProcessError):
+            log.exception("snapshot of %s failed", episode.id)
+            return None
+
+    def history(self, episode_id: str) -> dict[str, Any]:
+        """Operator only: validations and submission in the episode record's shape."""
+        episode = self.ledger.episode(episode_id)
+        validations = []
+        for index, v in enumerate(self.ledger.validations(episode_id), start=1):
+            shown = view(v)
+            validations.append({
+                "index": index, "elapsed_seconds": round(v.created - episode.created, 1),
+                "snapshot": v.inputs.get("snapshot") or "", "candidate": v.inputs["candidate"],
+                "model_hash": v.inputs["model_hash"], "harness_hash": v.inputs["harness_hash"],
+                "score": shown.score if v.state == "completed" else None, "error": shown.error,
+                "cached": shown.cached, "charged": v.settlement == "charged" and v.credit > 0,
+                "compute_seconds": v.compute_seconds})
+        return {"validations": validations, "submission": self._submission_record(episode),
+                "candidates": []}
+
+    def _submission_record(self, episode: Episode) -> dict[str, Any] | None:
+        submission = self.ledger.submission(episode.id)
+        if submission is None:
+            return None
+        detail: dict[str, Any] = next((e["detail"] for e in reversed(self.ledger.events(episode.id))
+                       if e["kind"] == "submission_snapshot"), {})
+        return {"candidate": detail.get("candidate", ""), "snapshot": detail.get("snapshot") or "",
+                "model_hash": submission.model_hash, "harness_hash": submission.harness_hash,
+                "elapsed_seconds": round(submission.created - episode.created, 1)}
+
     def validate(self, episode: Episode, model: str, harness: str | None = None,
                  wait: bool = True, timeout: float = 3600.0) -> ValidationView:
         """Queue a validation of (model, harness) on the validation split; wait for it."""
@@ -284,7 +333,8 @@ class Grader:
         repeat_is_free = not task.spec.budgets.repeat_validation_costs_credit
         credit = 0 if repeat_is_free and self.cache.get(key) is not None else 1
         inputs = {"task": episode.task, "split": "val", "model_hash": stored_model.hash,
-                  "harness_hash": key.harness_hash}
+                  "harness_hash": key.harness_hash, "candidate": model,
+                  "snapshot": self._snapshot(episode, f"validate {model}")}
         validation_id = self.ledger.reserve_validation(episode.id, inputs, credit=credit)
         with self._changed:
             self._changed.notify_all()
@@ -317,6 +367,9 @@ class Grader:
         stored_model, stored_harness, _ = self._intake(episode, model, harness)
         harness_hash = stored_harness.hash if stored_harness else PRISTINE
         self.ledger.record_submission(episode.id, stored_model.hash, harness_hash)
+        snapshot = self._snapshot(episode, f"submit {model}")
+        self.ledger.log_event(episode.id, "submission_snapshot", candidate=model,
+                              snapshot=snapshot)
         return SubmissionAck(episode=episode.id, model_hash=stored_model.hash,
                              harness_hash=harness_hash)
 

@@ -314,6 +314,8 @@ def intake_from(workspace: Path, relative: str, kind: Kind,
     Each component is opened relative to the previous one with ``O_NOFOLLOW``, so no
     symlink anywhere on the way is followed, even one swapped in during the call.
     """
+    if "\x00" in relative:
+        raise _refuse(ascii(relative), "not a valid path")
     parts = Path(relative).parts
     if not parts or Path(relative).is_absolute() or ".." in parts:
         raise _refuse(relative, "path leaves the workspace")

@@ -1,0 +1,63 @@
+"""Malformed requests against the real grader: never a 500, never a ledger change."""
+
+import json
+import sqlite3
+from urllib.parse import quote
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.grader.conftest import GraderProcess
+from vtbench import layout
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=12,
+)
+PATHS = st.sampled_from(["", ".", "..", "/", "/etc", "models", "models/../..", "models/none",
+                         "../workspace/models/good", "models/good/config.json", "a" * 600,
+                         "models/\x00", "models//good/../good/.."]) | st.text(max_size=30)
+BODIES = (
+    JSON
+    | st.fixed_dictionaries({"model": PATHS}, optional={"harness": PATHS | st.none(),
+                                                         "wait": st.booleans() | JSON})
+)
+
+
+def ledger_counts() -> tuple[int, ...]:
+    conn = sqlite3.connect(layout.grader_db())
+    return tuple(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                 for table in ("episodes", "budget_rows", "validations", "submissions"))
+
+
+def test_malformed_requests_never_fail_the_server_or_change_the_ledger(
+    grader: GraderProcess, small_task: Path, workspace: Path
+) -> None:
+    grader.start()
+    agent = grader.client(grader.create_episode(small_task, workspace), timeout=30)
+    operator = grader.operator_client()
+    before = ledger_counts()
+
+    @settings(max_examples=120, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(body=BODIES, raw=st.binary(max_size=40), pick=st.integers(0, 4),
+           ident=st.text(max_size=12))
+    def send(body: object, raw: bytes, pick: int, ident: str) -> None:
+        if isinstance(body, dict) and body.get("model") in ("models/good", "models/good/"):
+            return  # a valid request; not what this test is about
+        content = json.dumps(body).encode() if pick != 4 else raw
+        headers = {"Content-Type": "application/json"}
+        answer = [
+            lambda: agent.post("/v1/validations", content=content, headers=headers),
+            lambda: agent.post("/v1/submission", content=content, headers=headers),
+            lambda: operator.post("/v1/operator/episodes", content=content, headers=headers),
+            lambda: agent.get(f"/v1/validations/{quote(ident, safe='')}"),
+            lambda: agent.post("/v1/validations", content=content, headers=headers),
+        ][pick]()
+        assert answer.status_code < 500, (body, answer.text)
+        assert ledger_counts() == before, body
+
+    send()
