@@ -2,8 +2,8 @@
 
 import json
 import sqlite3
-from urllib.parse import quote
 from pathlib import Path
+from urllib.parse import quote
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
