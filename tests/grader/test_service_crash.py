@@ -15,8 +15,7 @@ import pytest
 from tests.grader.conftest import GraderProcess
 from vtbench.grader import Ledger
 
-FAST = ["harness_running"]
-SLOW = ["queued", "model_loading", "scored", "writing_result"]
+POINTS = ["queued", "model_loading", "harness_running", "scored", "writing_result"]
 
 
 def crash_then_recover(grader: GraderProcess, task: Path, workspace: Path, point: str) -> None:
@@ -43,15 +42,8 @@ def crash_then_recover(grader: GraderProcess, task: Path, workspace: Path, point
     assert recovered[-1]["detail"]["requeued"] == [1]
 
 
-@pytest.mark.parametrize("point", FAST)
-def test_grader_killed_mid_validation_finishes_it_once_after_restart(
-    grader: GraderProcess, small_task: Path, workspace: Path, point: str
-) -> None:
-    crash_then_recover(grader, small_task, workspace, point)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("point", SLOW)
+@pytest.mark.parametrize("point", POINTS)
 def test_grader_killed_at_any_point_finishes_the_validation_once_after_restart(
     grader: GraderProcess, small_task: Path, workspace: Path, point: str
 ) -> None:

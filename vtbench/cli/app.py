@@ -2,7 +2,7 @@
 
 import typer
 
-from vtbench.cli import client, gateway, prepare, report, run, tasks
+from vtbench.cli import client, gateway, grader, prepare, report, run, tasks
 
 app = typer.Typer(
     help="VibeTraining-Bench: evaluate research agents that co-design data, trainer and harness.",
@@ -17,4 +17,5 @@ app.command("run")(run.run)
 for command in (client.status, client.validate, client.models, client.merge, client.submit):
     app.command(rich_help_panel="Inside an episode")(command)
 app.add_typer(gateway.app, name="gateway")
+app.add_typer(grader.app, name="grader")
 app.command("report")(report.report)

@@ -163,12 +163,15 @@ class Grader:
             self._threads.append(thread)
         return report
 
-    def stop(self) -> None:
+    def stop(self, grace_seconds: float = 2.0) -> None:
+        """Stop taking work. An evaluation still running after the grace period is left
+        to die with the process; the next :meth:`start` requeues it (crash-safe anyway)."""
         with self._changed:
             self._stopping = True
             self._changed.notify_all()
+        deadline = time.monotonic() + grace_seconds
         for thread in self._threads:
-            thread.join()
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     @staticmethod
     def _inputs_intact(inputs: dict[str, Any]) -> bool:

@@ -1,0 +1,78 @@
+"""``vtbench grader``: serve the grader and query it as the operator.
+
+``status``, ``ledger`` and ``result`` read the grader's ledger in the private store
+directly (operator side, same host), so they work whether or not the service is running.
+"""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vtbench.cli.output import console, print_json, print_table
+
+app = typer.Typer(help="The isolated grader: validations, the one submission, the ledger.",
+                  no_args_is_help=True)
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
+
+
+@app.command("serve")
+def serve_command(
+    socket_path: Annotated[Path | None, typer.Option(
+        "--socket", help="Unix socket (default: $VTBENCH_HOME/grader/grader.sock).")] = None,
+    port: Annotated[int | None, typer.Option(
+        "--port", help="Listen on TCP 127.0.0.1 instead of a unix socket.")] = None,
+    sandbox: Annotated[str, typer.Option(help="Harness sandbox backend.")] = "bwrap",
+    workers: Annotated[int, typer.Option(help="Validations run in parallel.")] = 1,
+) -> None:
+    """Serve the grader in the foreground until interrupted (recovers the ledger first)."""
+    from vtbench import layout
+    from vtbench.grader.serve import serve
+
+    if port is None and socket_path is None:
+        socket_path = layout.grader_home() / "grader.sock"
+    console.print(f"grader listening on {socket_path or f'127.0.0.1:{port}'}", highlight=False)
+    serve(socket_path if port is None else None, port, sandbox, workers)
+
+
+@app.command("status")
+def status_command(as_json: JsonFlag = False) -> None:
+    """Episodes, their remaining budgets, open validations and ledger consistency."""
+    from vtbench.grader.core import Grader
+
+    status = Grader().operator_status()
+    if as_json:
+        print_json(status)
+        return
+    print_table("episodes", ["episode", "task", "status", "validations left",
+                             "compute s left", "submission"],
+                [[e["episode"], e["task"], e["status"], e["validations"],
+                  round(e["compute_seconds"], 1), e["submission"]] for e in status["episodes"]])
+    problems = status["consistency"]
+    console.print(f"open validations: {len(status['open_validations'])}; ledger "
+                  + ("consistent" if not problems else f"INCONSISTENT: {problems}"))
+
+
+@app.command("ledger")
+def ledger_command(as_json: JsonFlag = False) -> None:
+    """The full ledger: episodes, budget rows, validations, submissions, events."""
+    from vtbench.grader import Ledger
+
+    export = Ledger().export()
+    if as_json:
+        print_json(export)
+        return
+    print_table("ledger", ["table", "rows"], [[name, len(rows)] for name, rows in export.items()])
+
+
+@app.command("result")
+def result_command(episode: str, as_json: JsonFlag = False) -> None:
+    """The episode's test score, gain over the initial system and normalised gain."""
+    from vtbench.grader.core import Grader
+
+    result = Grader().test_result(episode)
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+        return
+    console.print(f"{episode} ({result.task}, {result.state}): test {result.test_score}, "
+                  f"gain {result.gain}, normalised gain {result.normalised_gain}")
