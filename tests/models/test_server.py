@@ -246,3 +246,15 @@ def _has_vllm() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("vllm") is not None
+
+
+def test_the_server_runs_on_cuda_when_a_gpu_is_there(model_dir: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here")
+    with serve_model(model_dir, device="cuda") as running, running.client(timeout=120) as client:
+        answer = complete(client, prompt="abc", max_tokens=8, temperature=0, ignore_eos=True)
+        sampled = complete(client, prompt="abc", max_tokens=8, n=3, seed=1, logprobs=1)
+        assert answer["usage"]["completion_tokens"] == 8
+        assert len(sampled["choices"]) == 3
+        assert running.stats()["generate_calls"] == 2

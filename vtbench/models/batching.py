@@ -1,9 +1,10 @@
 """Batched generation for the model server: many requests, one ``model.generate`` per batch.
 
-One worker thread owns the model. It takes the first waiting request, keeps collecting
-while requests keep arriving (until ``max_batch`` rows wait, the queue has been quiet for
-``gap_s``, or ``window_s`` has passed), and runs one left-padded ``generate`` for all of
-them. Guarantees:
+One worker thread owns the model. It takes the first waiting request and keeps collecting
+until ``max_batch`` rows wait or ``window_s`` has passed; once it holds as many rows as
+recent batches did, it also stops when no request arrived for ``gap_s`` (so a lone
+client is not kept waiting). Then it runs one left-padded ``generate`` for all of them.
+Guarantees:
 
 - a request with ``n`` samples is ``n`` rows; requests with different sampling settings
   share a batch: each row samples with its own temperature, top_p and random generator
@@ -21,6 +22,7 @@ import queue
 import random
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -84,16 +86,59 @@ class EngineStats:
     largest_batch: int = 0
     completion_tokens: int = 0
     generate_seconds: float = 0.0
+    generate_cpu_seconds: float = 0.0
+    collect_seconds: float = 0.0
+
+
+class TextCodec:
+    """Tokenizer encode/decode, through the Rust backend when it agrees with the tokenizer.
+
+    The Python wrapper of a fast tokenizer costs more per call than the tokenization itself;
+    the backend is used only if it gives the same ids and text on a probe, so results never
+    depend on which path ran.
+    """
+
+    PROBE = "Hello, world!\n  x = [1, 2.5]; déjà vu -> {\"k\": 'v'}\t#42"
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        self.backend = backend if backend is not None and self._agrees(backend) else None
+
+    def _agrees(self, backend: Any) -> bool:
+        try:
+            for special in (True, False):
+                ids = list(self.tokenizer(self.PROBE, add_special_tokens=special).input_ids)
+                if backend.encode(self.PROBE, add_special_tokens=special).ids != ids:
+                    return False
+                ids = [*ids, *self.tokenizer.all_special_ids]
+                wrapped = self.tokenizer.decode(ids, skip_special_tokens=True)
+                if backend.decode(ids, skip_special_tokens=True) != wrapped:
+                    return False
+        except Exception:  # any surprise means: use the tokenizer itself
+            return False
+        return True
+
+    def encode(self, text: str, special: bool = True) -> list[int]:
+        if self.backend is not None:
+            return list(self.backend.encode(text, add_special_tokens=special).ids)
+        return list(self.tokenizer(text, add_special_tokens=special).input_ids)
+
+    def decode(self, ids: list[int]) -> str:
+        if self.backend is not None:
+            return str(self.backend.decode(ids, skip_special_tokens=True))
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
 
 
 class BatchEngine:
     """Owns a model and its tokenizer; :meth:`submit` is safe from any thread."""
 
     def __init__(self, model: Any, tokenizer: Any, max_batch: int = 64,
-                 window_s: float = 0.05, gap_s: float = 0.005) -> None:
+                 window_s: float = 0.1, gap_s: float = 0.005) -> None:
         from transformers import GenerationConfig
 
         self.model, self.tokenizer = model, tokenizer
+        self.codec = TextCodec(tokenizer)
         self.max_batch, self.window_s, self.gap_s = max_batch, window_s, gap_s
         self.stats = EngineStats()
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (
@@ -104,6 +149,7 @@ class BatchEngine:
                                                    bos_token_id=tokenizer.bos_token_id)
         self._queue: queue.Queue[_Ticket | None] = queue.Queue()
         self._carry: list[_Row] = []
+        self._recent: deque[int] = deque(maxlen=4)  # rows of the last batches
         self._seeds = random.Random()
         self._thread = threading.Thread(target=self._loop, name="batch-engine", daemon=True)
 
@@ -140,9 +186,14 @@ class BatchEngine:
             if ticket is None:
                 return None
             self._admit(ticket)
-        deadline = time.monotonic() + self.window_s
+        started = time.monotonic()
+        deadline = started + self.window_s
+        # Clients that just got answers tend to come back: wait (up to the window) for as
+        # many rows as recent batches held, then only while requests keep arriving.
+        expected = min(self.max_batch, max(self._recent, default=1))
         while len(self._carry) < self.max_batch:
-            wait = min(self.gap_s, deadline - time.monotonic())
+            remaining = deadline - time.monotonic()
+            wait = remaining if len(self._carry) < expected else min(self.gap_s, remaining)
             if wait <= 0:
                 break
             try:
@@ -154,6 +205,8 @@ class BatchEngine:
                 break
             self._admit(ticket)
         rows, self._carry = self._carry[:self.max_batch], self._carry[self.max_batch:]
+        self._recent.append(len(rows))
+        self.stats.collect_seconds += time.monotonic() - started
         return rows
 
     def _admit(self, ticket: _Ticket) -> None:
@@ -165,7 +218,7 @@ class BatchEngine:
             self._carry.append(_Row(ticket, index, row_seed))
 
     def _run(self, rows: list[_Row]) -> None:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             completions = self.generate_rows(rows)
         except Exception as err:  # one bad batch must not kill the worker
@@ -175,6 +228,7 @@ class BatchEngine:
             return
         finally:
             self.stats.generate_seconds += time.perf_counter() - started
+            self.stats.generate_cpu_seconds += time.thread_time() - cpu
         for row, completion in zip(rows, completions, strict=True):
             ticket = row.ticket
             ticket.results[row.index] = completion
@@ -189,7 +243,7 @@ class BatchEngine:
 
         requests = [row.ticket.request for row in rows]
         ids, mask = self._left_pad([r.prompt_ids for r in requests])
-        stops = _RowStops(requests, ids.shape[1], self.eos_ids, self.tokenizer)
+        stops = _RowStops(requests, ids.shape[1], self.eos_ids, self.codec)
         processors = LogitsProcessorList()
         if any(r.temperature > 0 for r in requests):
             processors.append(_RowSampler(requests, [row.seed for row in rows]))
@@ -228,7 +282,7 @@ class BatchEngine:
         reason: FinishReason = "length"
         if not request.ignore_eos and tokens and tokens[-1] in self.eos_ids:
             reason = "stop"
-        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        text = self.codec.decode(tokens)
         cut = _first_stop(text, request.stop)
         if cut is not None:
             text, reason = text[:cut], "stop"
@@ -244,7 +298,7 @@ class BatchEngine:
         table = torch.log_softmax(logits.float(), dim=-1)
         chosen = table.gather(1, torch.tensor(tokens, device=table.device)[:, None])[:, 0]
         top_values, top_ids = table.topk(k, dim=-1) if k else (table[:, :0], table[:, :0].long())
-        decode = self.tokenizer.decode
+        decode = self.codec.decode
         return [
             TokenLogprob(decode([token]), float(chosen[t]),
                          [(decode([int(j)]), float(v))
@@ -257,10 +311,10 @@ class _RowStops:
     """Stopping criterion: marks each row ended at its max_tokens, EOS or stop string."""
 
     def __init__(self, requests: list[GenerationRequest], prompt_width: int,
-                 eos_ids: frozenset[int], tokenizer: Any) -> None:
+                 eos_ids: frozenset[int], codec: TextCodec) -> None:
         import torch
 
-        self.requests, self.prompt_width, self.tokenizer = requests, prompt_width, tokenizer
+        self.requests, self.prompt_width, self.codec = requests, prompt_width, codec
         self.ended_at: list[int | None] = [None] * len(requests)
         self.max_tokens = torch.tensor([r.max_tokens for r in requests])
         self.eos = torch.tensor(sorted(eos_ids)) if eos_ids else None
@@ -278,7 +332,7 @@ class _RowStops:
         for i in self.with_stops:
             if not done[i] and self.ended_at[i] is None:
                 tail = input_ids[i, self.prompt_width:].tolist()
-                text = self.tokenizer.decode(tail, skip_special_tokens=True)
+                text = self.codec.decode(tail)
                 done[i] = _first_stop(text, self.requests[i].stop) is not None
         for i in torch.nonzero(done).flatten().tolist():
             if self.ended_at[i] is None:

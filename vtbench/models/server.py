@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import contextlib
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -45,9 +46,9 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vtbench.errors import CheckpointError, MissingDependency, ModelServerError, VtbenchError
 
@@ -103,6 +104,9 @@ class ChatRequest(_Sampling):
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
 
 
+_Body = TypeVar("_Body", bound=_Sampling)
+
+
 class BadRequest(ValueError):
     """The caller's mistake that pydantic cannot see (too long a prompt, a bad template)."""
 
@@ -118,7 +122,7 @@ class _Service:
 
     def __init__(self, engine: "BatchEngine", name: str, context: int) -> None:
         self.engine, self.name, self.context = engine, name, context
-        self.tokenizer = engine.tokenizer
+        self.tokenizer, self.codec = engine.tokenizer, engine.codec
 
     def engine_request(self, body: _Sampling, prompt_ids: list[int], default_max: int | None,
                        logprobs: int | None) -> "GenerationRequest":
@@ -147,7 +151,7 @@ class _Service:
         bos = self.tokenizer.bos_token
         # Templates that write the BOS token themselves must not get a second one.
         special = not (bos and rendered.startswith(bos))
-        return list(self.tokenizer(rendered, add_special_tokens=special).input_ids)
+        return self.codec.encode(rendered, special)
 
     def usage(self, prompts: list[list[int]], results: "list[list[Completion]]") -> dict[str, int]:
         prompt_tokens = sum(len(p) for p in prompts)
@@ -181,6 +185,22 @@ def _chat_logprobs(c: "Completion") -> dict[str, Any] | None:
         {"token": i.token, "logprob": i.logprob, "bytes": list(i.token.encode()),
          "top_logprobs": [{"token": t, "logprob": v, "bytes": list(t.encode())} for t, v in i.top]}
         for i in c.logprobs]}
+
+
+def _parse(model: type[_Body], raw: bytes) -> _Body:
+    from fastapi.exceptions import RequestValidationError
+
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as err:
+        raise RequestValidationError(err.errors(include_url=False)) from None
+
+
+def _json(content: dict[str, Any]) -> Any:
+    from starlette.responses import Response
+
+    return Response(json.dumps(content, ensure_ascii=False).encode(),
+                    media_type="application/json")
 
 
 def _error(status: int, message: str, kind: str, param: str | None = None) -> Any:
@@ -231,23 +251,27 @@ def create_app(service: _Service, port: int | None = None) -> "FastAPI":
     async def stats() -> Any:
         return vars(service.engine.stats)
 
+    # Bodies are parsed and answers serialised directly (no FastAPI encoder): at tiny-model
+    # speeds per-request overhead is a visible share of throughput.
     @app.post("/v1/completions")
-    async def completions(body: CompletionRequest) -> Any:
+    async def completions(request: Request) -> Any:
+        body = _parse(CompletionRequest, await request.body())
         texts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
         if not texts:
             raise BadRequest("prompt must not be empty", "prompt")
-        prompts = [list(service.tokenizer(t).input_ids) for t in texts]
+        prompts = [service.codec.encode(t) for t in texts]
         requests = [service.engine_request(body, p, 16, body.logprobs) for p in prompts]
         results = await service.complete(requests)
         choices = [{"index": i * body.n + j, "text": c.text, "finish_reason": c.finish_reason,
                     "logprobs": _completion_logprobs(c)}
                    for i, group in enumerate(results) for j, c in enumerate(group)]
-        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
-                "created": int(time.time()), "model": body.model or service.name,
-                "choices": choices, "usage": service.usage(prompts, results)}
+        return _json({"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
+                      "created": int(time.time()), "model": body.model or service.name,
+                      "choices": choices, "usage": service.usage(prompts, results)})
 
     @app.post("/v1/chat/completions")
-    async def chat(body: ChatRequest) -> Any:
+    async def chat(request: Request) -> Any:
+        body = _parse(ChatRequest, await request.body())
         prompt = service.chat_prompt(body)
         if body.max_completion_tokens and not body.max_tokens:
             body.max_tokens = body.max_completion_tokens
@@ -256,9 +280,9 @@ def create_app(service: _Service, port: int | None = None) -> "FastAPI":
         choices = [{"index": j, "message": {"role": "assistant", "content": c.text},
                     "finish_reason": c.finish_reason, "logprobs": _chat_logprobs(c)}
                    for j, c in enumerate(results[0])]
-        return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
-                "created": int(time.time()), "model": body.model or service.name,
-                "choices": choices, "usage": service.usage([prompt], results)}
+        return _json({"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
+                      "created": int(time.time()), "model": body.model or service.name,
+                      "choices": choices, "usage": service.usage([prompt], results)})
 
     return app
 
@@ -272,7 +296,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--socket", type=Path, required=True, help="unix socket to listen on")
     parser.add_argument("--port", type=int, help="also listen on 127.0.0.1:PORT (0: any)")
     parser.add_argument("--max-batch", type=int, default=64, help="rows per generate call")
-    parser.add_argument("--window-ms", type=float, default=50.0,
+    parser.add_argument("--window-ms", type=float, default=100.0,
                         help="longest wait for a batch to fill")
     parser.add_argument("--gap-ms", type=float, default=5.0,
                         help="stop collecting once no request arrived for this long")
@@ -371,6 +395,11 @@ class ModelServer(Protocol):
         """``http://127.0.0.1:PORT/v1`` with a port, else ``http://localhost/v1`` (socket)."""
         ...
 
+    @property
+    def pid(self) -> int | None:
+        """The server process id while it runs (for CPU accounting)."""
+        ...
+
     def start(self) -> None: ...
     def stop(self) -> None: ...
     def client(self, timeout: float = 600.0) -> "httpx.Client":
@@ -460,6 +489,10 @@ class _ServerProcess:
         raise ModelServerError(
             f"model server for {self.model_dir} did not answer within {self.startup_timeout:.0f}s",
             hint=f"see {self.log_path}")
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
 
     def check_alive(self) -> None:
         process = self._process
