@@ -185,9 +185,18 @@ def test_export_holds_every_table() -> None:
     assert [row["op"] for row in export["budget_rows"]] == ["grant", "grant", "reserve"]
 
 
-def _reserve_in_own_process(db_path: str, start: "multiprocessing.synchronize.Event") -> str:
+_start_signal: "multiprocessing.synchronize.Event | None" = None
+
+
+def _remember_start_signal(event: "multiprocessing.synchronize.Event") -> None:
+    global _start_signal
+    _start_signal = event
+
+
+def _reserve_in_own_process(db_path: str) -> str:
     ledger = Ledger(Path(db_path))
-    start.wait()
+    assert _start_signal is not None
+    _start_signal.wait()
     try:
         ledger.reserve_validation("ep1", INPUTS)
     except BudgetExhausted:
@@ -197,15 +206,15 @@ def _reserve_in_own_process(db_path: str, start: "multiprocessing.synchronize.Ev
 
 def test_twenty_processes_never_overspend_a_budget_of_five() -> None:
     ledger = new_ledger(credits=5)
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Manager() as manager:
-        start = manager.Event()
-        with ctx.Pool(20) as pool:
-            pending = [pool.apply_async(_reserve_in_own_process, (str(ledger.path), start))
-                       for _ in range(20)]
-            start.set()
-            outcomes = [result.get(timeout=120) for result in pending]
-    assert sorted(outcomes).count("reserved") == 5
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["vtbench.grader.ledger"])  # import once, fork 20 times
+    start = ctx.Event()
+    with ctx.Pool(20, initializer=_remember_start_signal, initargs=(start,)) as pool:
+        pending = [pool.apply_async(_reserve_in_own_process, (str(ledger.path),))
+                   for _ in range(20)]
+        start.set()
+        outcomes = [result.get(timeout=120) for result in pending]
+    assert outcomes.count("reserved") == 5
     assert outcomes.count("refused") == 15
     assert ledger.remaining("ep1").validations == 0
     assert len(ledger.validations("ep1")) == 5

@@ -6,6 +6,8 @@ import socket
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.evaluation.conftest import write_harness
 from tests.grader.conftest import GraderProcess
 from vtbench.grader import Ledger
@@ -32,6 +34,7 @@ answer([json.dumps(results)] * len(instances))
 """
 
 
+@pytest.mark.slow  # one real validation (~10-20 s on the shared 2-core machine)
 def test_harness_cannot_read_labels_write_outside_or_reach_the_network(
     grader: GraderProcess, small_task: Path, workspace: Path, private_store: Path
 ) -> None:
