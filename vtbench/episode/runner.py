@@ -22,6 +22,7 @@ from typing import Any
 from vtbench.agents import AgentContext, get_agent
 from vtbench.client import GraderClient
 from vtbench.episode.grader_process import running_grader
+from vtbench.episode.leak_audit import audit
 from vtbench.episode.record import EpisodeRecord, LlmUsage, Submission, Validation
 from vtbench.episode.sandbox import research_spec
 from vtbench.errors import NotPrepared, VtbenchError
@@ -126,6 +127,8 @@ def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, gra
     prepare_writable(episode.workspace)
     spec = research_spec(task, agent, episode.workspace, grader, state["token"], remaining,
                          extra_env=agent.environment(context))
+    events("leak audit of everything the agent will see")
+    audit(task, [mount.source for mount in spec.mounts])
     with episode.log.open("ab") as log:
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
                                                      stdout=log, stderr=log)

