@@ -4,8 +4,8 @@ from typing import Annotated
 
 import typer
 
-from vtbench.client import GraderClient
 from vtbench.cli.output import console, print_json, print_table
+from vtbench.client import GraderClient
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
 HarnessOption = Annotated[str | None, typer.Option(

@@ -38,6 +38,7 @@ def prepare(
     scale: Annotated[str, typer.Option(help="Prepare every built-in task of this scale.")] = "tiny",
     seeds: Annotated[int, typer.Option(min=1, help="Training seeds per system (spread).")] = 1,
     workers: Annotated[int, typer.Option(min=1, help="Parallel one-thread trainings.")] = 2,
+    sandbox: Annotated[str, typer.Option(help="Harness sandbox backend.")] = "bwrap",
     as_json: JsonFlag = False,
 ) -> None:
     """Build splits, the initial, reference and ablation systems, and score them (cached)."""
@@ -59,7 +60,7 @@ def prepare(
 
         for t in tasks:
             results.append(prepare_task(t, seeds=tuple(range(seeds)), workers=workers,
-                                        report=report))
+                                        report=report, sandbox=sandbox))
     if as_json:
         print_json(results)
         return

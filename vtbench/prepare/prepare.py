@@ -59,7 +59,8 @@ def splits_for(plan: SystemPlan, seed: int) -> tuple[str, ...]:
     return ("val", "test") if plan.name in ("initial", "reference") and seed == 0 else ("val",)
 
 
-def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report: Reporter) -> None:
+def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report: Reporter,
+               sandbox: str = "bwrap") -> None:
     job = f"{task.id}/{plan.name}/seed{seed}"
     folder = system_folder(task, plan.name)
     model_owner = folder if plan.trains else system_folder(task, "initial")
@@ -74,7 +75,7 @@ def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report:
             report(job, f"{split} {done}/{total}")
 
         result = evaluate(task, model, split, harness_dir=folder / "harness",
-                          on_progress=progress)
+                          sandbox=sandbox, on_progress=progress)
         if result.error:
             report(job, f"warning: {result.error}")
         book.put(plan.name, split, seed, round(result.score, 4))
@@ -82,19 +83,20 @@ def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report:
 
 
 def prepare_task(task: Task, seeds: tuple[int, ...] = (0,), workers: int = 2,
-                 report: Reporter = lambda job, line: None) -> dict[str, Any]:
+                 report: Reporter = lambda job, line: None,
+                 sandbox: str = "bwrap") -> dict[str, Any]:
     ensure_splits(task)
     plans = plans_for(task)
     for plan in plans:
         build_components(task, plan, system_folder(task, plan.name))
     book = ScoreBook(task)
     training = [(p, s) for p in plans if p.trains for s in seeds]
+    reusing = [(p, s) for p in plans if not p.trains for s in seeds]
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for future in [pool.submit(run_system, task, p, s, book, report) for p, s in training]:
-            future.result()
-        reusing = [(p, s) for p in plans if not p.trains for s in seeds]
-        for future in [pool.submit(run_system, task, p, s, book, report) for p, s in reusing]:
-            future.result()
+        for batch in (training, reusing):
+            jobs = [pool.submit(run_system, task, p, s, book, report, sandbox) for p, s in batch]
+            for job in jobs:
+                job.result()
     return task_scores(task)
 
 

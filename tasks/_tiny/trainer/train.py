@@ -80,10 +80,16 @@ def batches(examples: list, batch_size: int, rng: random.Random):
             yield [examples[i] for i in order[start:start + batch_size]]
 
 
+def pick_device() -> str:
+    """``$VTBENCH_DEVICE`` if set, else the GPU when there is one, else the CPU."""
+    return os.environ.get("VTBENCH_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def train(base: Path, data: Path, out: Path, seed: int, config: dict) -> dict:
     torch.manual_seed(seed)
+    device = pick_device()
     tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).to(device)
     model.train()
     examples = [encode(tokenizer, row, config["max_length"]) for row in load_rows(data)]
     if len(examples) < config["batch_size"]:
@@ -96,7 +102,7 @@ def train(base: Path, data: Path, out: Path, seed: int, config: dict) -> dict:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, config)
         batch = make_batch(next(stream), tokenizer.pad_token_id)
-        loss = model(**batch).loss
+        loss = model(**{name: tensor.to(device) for name, tensor in batch.items()}).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -108,7 +114,8 @@ def train(base: Path, data: Path, out: Path, seed: int, config: dict) -> dict:
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     seconds = time.time() - started
-    log = {"rows": len(examples), "config": config, "seed": seed, "loss_curve": losses,
+    log = {"rows": len(examples), "config": config, "seed": seed, "device": device,
+           "loss_curve": losses,
            "tokens": tokens, "seconds": round(seconds, 1),
            "tokens_per_second": round(tokens / seconds, 1)}
     (out / "train_log.json").write_text(json.dumps(log, indent=2) + "\n")
