@@ -121,10 +121,12 @@ def classify(store: SnapshotStore, before: str, after: str) -> SnapshotChange:
         part = ComponentChange(component=component)
         if component == "D":
             part.rows = DataRows()
+        blobs = store.blobs([oid for p in paths for oid in (old_files.get(p), new_files.get(p))
+                             if oid])
         for path in paths:
             old_id, new_id = old_files.get(path), new_files.get(path)
-            old = store.blob(old_id) if old_id else None
-            new = store.blob(new_id) if new_id else None
+            old = blobs[old_id] if old_id else None
+            new = blobs[new_id] if new_id else None
             part.files.append(_classify_file(component, path, old, new, part.rows))
         part.kinds = sorted({k for f in part.files for k in f.kinds}, key=ALL_KINDS.index)
         change.components.append(part)

@@ -26,6 +26,9 @@ from vtbench.errors import AnalysisError
 
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 SNAPSHOTS_DIR = "snapshots.git"
+BATCH = 48
+"""Most object names sent to git at once: 48 names fit even a one-page pipe buffer, so
+git never blocks on its output while we are still writing its input."""
 MAX_PARENT_WALK = 10_000
 """Most commits walked back from a snapshot when looking for snapshot 0."""
 
@@ -43,6 +46,8 @@ class SnapshotStore:
         self._objects = str(git_dir / "objects")
         self._proc: subprocess.Popen[bytes] | None = None
         self._trees: dict[str, list[tuple[str, str, str]]] = {}
+        self._small: dict[str, tuple[str, bytes]] = {}
+        """Commits already read (trees are kept parsed, blobs not at all)."""
 
     def __enter__(self) -> "SnapshotStore":
         return self
@@ -59,10 +64,27 @@ class SnapshotStore:
 
     def read(self, rev: str) -> tuple[str, bytes]:
         """The (type, content) of one object; raises AnalysisError when it is missing."""
-        if "\n" in rev or not rev:
-            raise AnalysisError(f"{self.repo}: bad object name {rev!r}")
-        loose = self._read_loose(rev) if OBJECT_ID.fullmatch(rev) else None
-        return loose if loose is not None else self._read_git(rev)
+        return self.read_many([rev])[rev]
+
+    def read_many(self, revs: list[str]) -> dict[str, tuple[str, bytes]]:
+        """Several objects with one round trip to git for those not stored loose."""
+        found: dict[str, tuple[str, bytes]] = {}
+        missing = []
+        for rev in dict.fromkeys(revs):
+            if "\n" in rev or " " in rev or not rev:
+                raise AnalysisError(f"{self.repo}: bad object name {rev!r}")
+            cached = self._small.get(rev)
+            loose = cached or (self._read_loose(rev) if OBJECT_ID.fullmatch(rev) else None)
+            if loose is None:
+                missing.append(rev)
+            else:
+                found[rev] = loose
+        for start in range(0, len(missing), BATCH):
+            found |= self._read_git(missing[start:start + BATCH])
+        for rev, (kind, body) in found.items():
+            if kind == "commit":
+                self._small[rev] = (kind, body)
+        return found
 
     def _read_loose(self, oid: str) -> tuple[str, bytes] | None:
         path = os.path.join(self._objects, oid[:2], oid[2:])
@@ -83,38 +105,32 @@ class SnapshotStore:
             return None
         return kind, body
 
-    def _read_git(self, rev: str) -> tuple[str, bytes]:
+    def _read_git(self, revs: list[str]) -> dict[str, tuple[str, bytes]]:
+        """Ask ``git cat-file --batch`` for ``revs`` (at most BATCH names) in one write."""
         if self._proc is None:
             self._proc = _start_cat_file(self._git_dir)
         stdin, stdout = self._proc.stdin, self._proc.stdout
         assert stdin is not None and stdout is not None
         try:
-            stdin.write(rev.encode() + b"\n")
+            stdin.write(b"".join(rev.encode() + b"\n" for rev in revs))
             stdin.flush()
-            header = stdout.readline().decode(errors="replace").split()
         except BrokenPipeError:
-            header = []
-        if len(header) != 3:
-            raise AnalysisError(f"{self.repo}: object {rev} is missing",
-                                hint="the workspace history was changed after the episode")
-        content = stdout.read(int(header[2]))
-        stdout.read(1)  # the newline after each object
-        return header[1], content
+            pass
+        found = {}
+        for rev in revs:
+            header = stdout.readline().decode(errors="replace").split()
+            if len(header) != 3:
+                self.close()  # the rest of this batch's answers are unread: start afresh
+                self._proc = None
+                raise AnalysisError(f"{self.repo}: object {rev} is missing",
+                                    hint="the workspace history was changed after the episode")
+            found[rev] = (header[1], stdout.read(int(header[2])))
+            stdout.read(1)  # the newline after each object
+        return found
 
     def commit(self, rev: str) -> tuple[str, list[str], str]:
         """(tree id, parent ids, message) of a commit."""
-        kind, body = self.read(rev)
-        if kind != "commit":
-            raise AnalysisError(f"{self.repo}: {rev} is a {kind}, not a commit")
-        head, _, message = body.partition(b"\n\n")
-        tree, parents = "", []
-        for line in head.split(b"\n"):
-            key, _, value = line.partition(b" ")
-            if key == b"tree":
-                tree = value.decode()
-            elif key == b"parent":
-                parents.append(value.decode())
-        return tree, parents, message.decode(errors="replace").strip()
+        return _parse_commit(self.repo, rev, *self.read(rev))
 
     def root(self, rev: str) -> str:
         """The first commit reached from ``rev`` by first parents (snapshot 0)."""
@@ -127,35 +143,63 @@ class SnapshotStore:
 
     def files(self, commit: str, folders: tuple[str, ...]) -> dict[str, str]:
         """{path: blob id} of the regular files under ``folders`` at ``commit``."""
-        tree, _, _ = self.commit(commit)
-        top = {name: (mode, oid) for mode, name, oid in self._tree(tree)}
-        found: dict[str, str] = {}
-        for folder in folders:
-            mode, oid = top.get(folder, ("", ""))
-            if mode == "40000":
-                self._walk(oid, folder + "/", found)
+        return self.files_many([commit], folders)[commit]
+
+    def files_many(self, commits: list[str],
+                   folders: tuple[str, ...]) -> dict[str, dict[str, str]]:
+        """:meth:`files` of several commits, reading their trees level by level in batches."""
+        objects = self.read_many(commits)
+        trees = {c: _parse_commit(self.repo, c, *objects[c])[0] for c in commits}
+        self._load_trees(list(trees.values()))
+        found: dict[str, dict[str, str]] = {c: {} for c in commits}
+        level = []
+        for commit, tree in trees.items():
+            top = {name: (mode, oid) for mode, name, oid in self._trees[tree]}
+            level += [(commit, folder + "/", top[folder][1]) for folder in folders
+                      if top.get(folder, ("", ""))[0] == "40000"]
+        while level:
+            self._load_trees([oid for _, _, oid in level])
+            deeper = []
+            for commit, prefix, oid in level:
+                for mode, name, child in self._trees[oid]:
+                    if mode == "40000":
+                        deeper.append((commit, prefix + name + "/", child))
+                    elif mode in ("100644", "100755"):
+                        found[commit][prefix + name] = child
+            level = deeper
         return found
 
-    def _walk(self, tree: str, prefix: str, found: dict[str, str]) -> None:
-        for mode, name, oid in self._tree(tree):
-            if mode == "40000":
-                self._walk(oid, prefix + name + "/", found)
-            elif mode in ("100644", "100755"):
-                found[prefix + name] = oid
-
-    def _tree(self, oid: str) -> list[tuple[str, str, str]]:
-        if oid not in self._trees:
-            kind, body = self.read(oid)
+    def _load_trees(self, oids: list[str]) -> None:
+        wanted = [oid for oid in dict.fromkeys(oids) if oid not in self._trees]
+        for oid, (kind, body) in self.read_many(wanted).items():
             if kind != "tree":
                 raise AnalysisError(f"{self.repo}: {oid} is a {kind}, not a tree")
             self._trees[oid] = _parse_tree(body, 20 if len(oid) == 40 else 32)
-        return self._trees[oid]
+
+    def blobs(self, oids: list[str]) -> dict[str, bytes]:
+        found = {}
+        for oid, (kind, body) in self.read_many(oids).items():
+            if kind != "blob":
+                raise AnalysisError(f"{self.repo}: {oid} is a {kind}, not a blob")
+            found[oid] = body
+        return found
 
     def blob(self, oid: str) -> bytes:
-        kind, body = self.read(oid)
-        if kind != "blob":
-            raise AnalysisError(f"{self.repo}: {oid} is a {kind}, not a blob")
-        return body
+        return self.blobs([oid])[oid]
+
+
+def _parse_commit(repo: Path, rev: str, kind: str, body: bytes) -> tuple[str, list[str], str]:
+    if kind != "commit":
+        raise AnalysisError(f"{repo}: {rev} is a {kind}, not a commit")
+    head, _, message = body.partition(b"\n\n")
+    tree, parents = "", []
+    for line in head.split(b"\n"):
+        key, _, value = line.partition(b" ")
+        if key == b"tree":
+            tree = value.decode()
+        elif key == b"parent":
+            parents.append(value.decode())
+    return tree, parents, message.decode(errors="replace").strip()
 
 
 def find_git_dir(path: Path) -> Path | None:

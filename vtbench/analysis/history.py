@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from vtbench.analysis.changes import SnapshotChange, Strict, classify
+from vtbench.analysis.changes import FOLDERS, SnapshotChange, Strict, classify
 from vtbench.analysis.gitstore import SnapshotStore, find_git_dir
 from vtbench.episode.record import EpisodeRecord
 from vtbench.errors import AnalysisError, VtbenchError
@@ -24,6 +24,7 @@ CLASSIFIER_VERSION = 1
 """Bumped whenever a rule of the classifier changes; stored histories of another version
 are recomputed."""
 HISTORY_FILE = "changes.json"
+FOLDER_NAMES = tuple(FOLDERS.values())
 
 Origin = Literal["initial", "trained", "merged", "reused", "unknown"]
 
@@ -73,6 +74,9 @@ def episode_history(record: EpisodeRecord, episode_dir: Path) -> EpisodeHistory:
     try:
         with SnapshotStore(repo) as store:
             history.snapshot0 = store.root(history.steps[0].snapshot)
+            # Read every snapshot's trees up front: a few batched reads instead of many.
+            store.files_many(list(dict.fromkeys(
+                [history.snapshot0, *(s.snapshot for s in history.steps)])), FOLDER_NAMES)
             previous = history.snapshot0
             for step in history.steps:
                 step.previous = previous
