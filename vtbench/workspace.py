@@ -65,7 +65,7 @@ def task_markdown(task: Task) -> str:
 
 
 def read_only_copy(source: Path, target: Path) -> None:
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".complete"))
+    shutil.copytree(source, target)
     for path in [target, *target.rglob("*")]:
         path.chmod(0o555 if path.is_dir() else 0o444)
 

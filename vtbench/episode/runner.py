@@ -30,6 +30,7 @@ from vtbench.grader.core import operator_token
 from vtbench.models.base import resolve_base
 from vtbench.prepare import task_scores
 from vtbench.prepare.prepare import system_folder
+from vtbench.prepare.systems import is_complete, model_dir
 from vtbench.sandbox import get_sandbox, prepare_writable
 from vtbench.tasks import find_task
 from vtbench.tasks.registry import Task
@@ -60,9 +61,9 @@ def now() -> str:
 
 
 def initial_model(task: Task) -> Path:
-    model = system_folder(task, "initial") / "model-seed0"
+    model = model_dir(system_folder(task, "initial"), 0)
     scores = task_scores(task)
-    if not (model / ".complete").exists() or scores["initial"]["test"] is None:
+    if not is_complete(model) or scores["initial"]["test"] is None:
         raise NotPrepared(f"task {task.id!r} is not prepared",
                           hint=f"run: vtbench prepare --task {task.id}")
     return model
@@ -116,7 +117,8 @@ def start_episode(options: RunOptions, events: Events) -> tuple[Episode, Episode
 def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, grader: Path,
               options: RunOptions, events: Events) -> str:
     """Run the agent in its sandbox until it exits, submits or reaches the deadline."""
-    task, agent, state = find_task(record.task), get_agent(record.agent), episode.state()
+    state = episode.state()
+    task, agent = find_task(state["task_path"]), get_agent(record.agent)
     elapsed = time.time() - datetime.fromisoformat(record.started_at).timestamp()
     remaining = record.budget_minutes * 60 - elapsed
     if remaining <= 0:
@@ -188,8 +190,10 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
     with running_grader(options.sandbox, log=episode.folder / "grader.log") as grader:
         client = GraderClient(grader, operator_token())
         if not episode.state_path.exists():
-            grant = client.create_episode(record.task, episode.workspace)
-            episode.save_state({"episode": grant["episode"], "token": grant["token"]})
+            task_path = str(find_task(options.task).root)
+            grant = client.create_episode(task_path, episode.workspace)
+            episode.save_state({"episode": grant["episode"], "token": grant["token"],
+                                "task_path": task_path})
         try:
             reason = run_agent(episode, record, client, grader, options, events)
         except VtbenchError:

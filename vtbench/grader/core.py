@@ -17,6 +17,10 @@ Every validation goes through the ledger: reserved before any work (atomically, 
 :mod:`vtbench.grader.ledger`), run by a worker that claims it, and settled once: charged
 when it completes or fails because of the candidate, refunded when we fail. After a crash
 :meth:`Grader.start` recovers the ledger and the workers resume the queued work.
+
+Every candidate the grader sees (``models/initial`` at episode creation, each validated,
+submitted or merged folder) gets a lineage record kept by the grader alone
+(:mod:`vtbench.grader.lineage`); merges run through :mod:`vtbench.grader.merge`.
 """
 
 import hashlib
@@ -44,6 +48,14 @@ from vtbench.grader import faults
 from vtbench.grader.cache import CacheKey, ResultCache
 from vtbench.grader.intake import StoredCandidate, intake_from, stored, verify
 from vtbench.grader.ledger import Episode, EpisodeBudgets, Ledger, RecoveryReport, Validation
+from vtbench.grader.lineage import (
+    CandidateView,
+    LineageBook,
+    Snapshot,
+    candidate_name,
+    candidate_views,
+)
+from vtbench.grader.merge import Merger, MergeRequest, MergeResult
 
 log = logging.getLogger("vtbench.grader")
 PRISTINE = "pristine"
@@ -144,6 +156,8 @@ class Grader:
         self.ledger = ledger or Ledger()
         self.cache = cache or ResultCache(self.ledger.path)
         self.sandbox = sandbox
+        self.lineage = LineageBook(self.ledger.path)
+        self.merger = Merger(self.ledger, self.lineage)
         self._operator_hash = token_hash(operator_token())
         self._workers = workers
         self._threads: list[threading.Thread] = []
@@ -207,6 +221,7 @@ class Grader:
         episode_id = f"ep-{secrets.token_hex(6)}"
         self.ledger.create_episode(episode_id, task, token_hash(token), budgets,
                                    workspace=str(workspace.resolve()))
+        self.lineage.record_initial(episode_id, workspace.resolve())
         return EpisodeGrant(episode=episode_id, token=token)
 
     def operator_status(self) -> dict[str, Any]:
@@ -263,14 +278,18 @@ class Grader:
             submission={"model_hash": submission.model_hash,
                         "harness_hash": submission.harness_hash} if submission else None)
 
+    @staticmethod
+    def _workspace(episode: Episode) -> Path:
+        if episode.workspace is None:
+            raise GraderUnavailable(f"episode {episode.id} has no workspace")
+        return Path(episode.workspace)
+
     def _intake(self, episode: Episode, model: str,
                 harness: str | None) -> tuple[StoredCandidate, StoredCandidate | None, bool]:
         """Intake the candidate; the harness only where the task lets the agent change it."""
         from vtbench.tasks import find_task
 
-        if episode.workspace is None:
-            raise GraderUnavailable(f"episode {episode.id} has no workspace")
-        workspace = Path(episode.workspace)
+        workspace = self._workspace(episode)
         try:
             stored_model = intake_from(workspace, model, "model")
             editable = find_task(episode.task).spec.harness_editable
@@ -282,7 +301,7 @@ class Grader:
         return stored_model, stored_harness, editable
 
     @staticmethod
-    def _snapshot(episode: Episode, message: str) -> str | None:
+    def _snapshot(episode: Episode, message: str) -> Snapshot | None:
         """Commit D/T/H into the episode's ``snapshots.git`` beside the workspace, if any."""
         from vtbench.workspace import snapshot
 
@@ -293,7 +312,7 @@ class Grader:
         if not git_dir.is_dir():
             return None
         try:
-            return snapshot(git_dir, workspace, message)
+            return Snapshot(snapshot(git_dir, workspace, message), git_dir, workspace)
         except (OSError, subprocess.CalledProcessError):
             log.exception("snapshot of %s failed", episode.id)
             return None
@@ -312,7 +331,7 @@ class Grader:
                 "cached": shown.cached, "charged": v.settlement == "charged" and v.credit > 0,
                 "compute_seconds": v.compute_seconds})
         return {"validations": validations, "submission": self._submission_record(episode),
-                "candidates": []}
+                "candidates": [c.model_dump() for c in self.lineage.candidates(episode_id)]}
 
     def _submission_record(self, episode: Episode) -> dict[str, Any] | None:
         submission = self.ledger.submission(episode.id)
@@ -329,15 +348,17 @@ class Grader:
         """Queue a validation of (model, harness) on the validation split; wait for it."""
         from vtbench.tasks import find_task
 
-        task = find_task(episode.task)
+        task, name = find_task(episode.task), candidate_name(model)
         stored_model, stored_harness, _ = self._intake(episode, model, harness)
         key = self._cache_key(task, "val", stored_model.hash,
                               stored_harness.hash if stored_harness else PRISTINE)
         repeat_is_free = not task.spec.budgets.repeat_validation_costs_credit
         credit = 0 if repeat_is_free and self.cache.get(key) is not None else 1
+        taken = self._snapshot(episode, f"validate {name}")
+        self.lineage.see(episode.id, name, stored_model, "validation", lambda: taken)
         inputs = {"task": episode.task, "split": "val", "model_hash": stored_model.hash,
-                  "harness_hash": key.harness_hash, "candidate": model,
-                  "snapshot": self._snapshot(episode, f"validate {model}")}
+                  "harness_hash": key.harness_hash, "candidate": name,
+                  "snapshot": taken.commit if taken else None}
         validation_id = self.ledger.reserve_validation(episode.id, inputs, credit=credit)
         with self._changed:
             self._changed.notify_all()
@@ -367,14 +388,26 @@ class Grader:
 
     def submit(self, episode: Episode, model: str, harness: str | None = None) -> SubmissionAck:
         """Record the one submission; the answer says nothing about the test."""
+        name = candidate_name(model)
         stored_model, stored_harness, _ = self._intake(episode, model, harness)
         harness_hash = stored_harness.hash if stored_harness else PRISTINE
         self.ledger.record_submission(episode.id, stored_model.hash, harness_hash)
-        snapshot = self._snapshot(episode, f"submit {model}")
-        self.ledger.log_event(episode.id, "submission_snapshot", candidate=model,
-                              snapshot=snapshot)
+        taken = self._snapshot(episode, f"submit {name}")
+        self.lineage.see(episode.id, name, stored_model, "submission", lambda: taken)
+        self.ledger.log_event(episode.id, "submission_snapshot", candidate=name,
+                              snapshot=taken.commit if taken else None)
         return SubmissionAck(episode=episode.id, model_hash=stored_model.hash,
                              harness_hash=harness_hash)
+
+    def models(self, episode: Episode) -> list[CandidateView]:
+        """The episode's candidates with their lineage and best validation score so far."""
+        return candidate_views(self.lineage.candidates(episode.id),
+                               self.ledger.validations(episode.id))
+
+    def merge(self, episode: Episode, request: MergeRequest) -> MergeResult:
+        """Merge candidates into a new workspace folder; costs no validation credit."""
+        return self.merger.merge(episode.id, self._workspace(episode), request, lambda: (
+            self._snapshot(episode, f"merge into {request.out}")))
 
     # -- workers -----------------------------------------------------------------------
 
@@ -446,8 +479,32 @@ class Grader:
         self.cache.put(key, result)
         self.ledger.complete(validation.id, result, seconds)
 
+    @staticmethod
+    def _initial_test_score(task_ref: str, model_hash: str, harness_hash: str) -> float | None:
+        """The test score prepare measured, when the submission is the initial system itself:
+        the gain is defined against that measurement, so the same bytes get the same number."""
+        from vtbench.grader.intake import intake
+        from vtbench.prepare import task_scores
+        from vtbench.prepare.prepare import system_folder
+        from vtbench.prepare.systems import is_complete, model_dir
+        from vtbench.tasks import find_task
+
+        task = find_task(task_ref)
+        initial = model_dir(system_folder(task, "initial"), 0)
+        if harness_hash != PRISTINE or not is_complete(initial):
+            return None
+        if intake(initial, "model").hash != model_hash:
+            return None
+        score: float | None = task_scores(task)["initial"]["test"]
+        return score
+
     def _score_submission(self, episode_id: str, model_hash: str, harness_hash: str) -> None:
         episode = self.ledger.episode(episode_id)
+        known = self._initial_test_score(episode.task, model_hash, harness_hash)
+        if known is not None:
+            self.ledger.set_submission_result(episode_id, "scored", {
+                "score": known, "source": "the initial system, as scored by prepare"})
+            return
         inputs = {"task": episode.task, "model_hash": model_hash, "harness_hash": harness_hash}
         try:
             result, _ = self._evaluate("test", inputs)

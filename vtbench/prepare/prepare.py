@@ -16,7 +16,14 @@ from typing import Any
 from vtbench import layout
 from vtbench.evaluation import evaluate
 from vtbench.models.base import resolve_base
-from vtbench.prepare.systems import SystemPlan, build_components, plans_for, train_system
+from vtbench.prepare.systems import (
+    SystemPlan,
+    build_components,
+    is_complete,
+    model_dir,
+    plans_for,
+    train_system,
+)
 from vtbench.tasks.registry import Task
 from vtbench.tasks.store import atomic_write, ensure_splits
 
@@ -65,7 +72,7 @@ def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report:
     folder = system_folder(task, plan.name)
     model_owner = folder if plan.trains else system_folder(task, "initial")
     missing = [s for s in splits_for(plan, seed) if book.get(plan.name, s, seed) is None]
-    if not missing and (model_owner / f"model-seed{seed}" / ".complete").exists():
+    if not missing and is_complete(model_dir(model_owner, seed)):
         return
     model = train_system(task, model_owner, resolve_base(task.spec.base_model), seed,
                          on_line=lambda line: report(job, line.strip()))

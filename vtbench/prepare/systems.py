@@ -3,8 +3,9 @@
 Each system is a folder in the private store shaped like a workspace (``data/``,
 ``trainer/``, ``harness/``, ``model/``). Which components carry the reference's changes
 decides the system: ``initial`` none, ``reference`` all, ``data``/``trainer``/``harness``
-only that one (the ablations). A system whose model is complete (``model/.complete``) is
-never rebuilt, so an interrupted prepare resumes where it stopped.
+only that one (the ablations). A system whose model is complete (a ``model-seedN.complete``
+marker beside the model folder, so the folder holds checkpoint files only) is never rebuilt,
+so an interrupted prepare resumes where it stopped.
 """
 
 import os
@@ -66,11 +67,19 @@ def train_command(task: Task, base: Path, out: Path, seed: int) -> list[str]:
     return [sys.executable if argv[0] == "python" else argv[0], *argv[1:]]
 
 
+def model_dir(folder: Path, seed: int) -> Path:
+    return folder / f"model-seed{seed}"
+
+
+def is_complete(model: Path) -> bool:
+    return model.with_name(model.name + ".complete").exists()
+
+
 def train_system(task: Task, folder: Path, base: Path, seed: int,
                  on_line: Callable[[str], None] | None = None) -> Path:
     """Train the system's model (trusted trainer code; one thread) unless already complete."""
-    model = folder / f"model-seed{seed}"
-    if (model / ".complete").exists():
+    model = model_dir(folder, seed)
+    if is_complete(model):
         return model
     shutil.rmtree(model, ignore_errors=True)
     env = {**os.environ, "VTBENCH_THREADS": "1", "OMP_NUM_THREADS": "1",
@@ -87,5 +96,5 @@ def train_system(task: Task, folder: Path, base: Path, seed: int,
         shutil.rmtree(model, ignore_errors=True)
         tail = "".join(lines[-3:]).strip().replace("\n", " | ")
         raise TrainingFailed(f"training {task.id}/{folder.name} failed: {tail[-400:]}")
-    (model / ".complete").touch()
+    model.with_name(model.name + ".complete").touch()
     return model

@@ -1,0 +1,59 @@
+"""A quickly prepared copy of arith in one private store shared by a test module, and one
+grader serving it, so that each episode test pays only for its own episode."""
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vtbench import layout
+from vtbench.episode.grader_process import running_grader
+from vtbench.models.tiny import new_tiny_model, save_checkpoint
+from vtbench.prepare import prepare_task
+from vtbench.tasks import load_task
+
+
+def quick_copy(root: Path, task_id: str = "arith") -> Path:
+    """A copy of a built-in task that trains for a few steps on a random base, tiny splits."""
+    tasks = root / "tasks"
+    shutil.copytree(layout.BUILTIN_TASKS / task_id, tasks / task_id)
+    shutil.copytree(layout.BUILTIN_TASKS / "_tiny", tasks / "_tiny")
+    base = root / "base"
+    save_checkpoint(new_tiny_model(seed=1), base)
+    toml = tasks / task_id / "task.toml"
+    text = toml.read_text().replace('base_model = "tiny"', f'base_model = "{base}"')
+    toml.write_text(text.replace("val = 200", "val = 4").replace("test = 400", "test = 4"))
+    config = tasks / "_tiny" / "trainer" / "config.toml"
+    config.write_text(config.read_text().replace("steps = 150", "steps = 2"))
+    reference = tasks / task_id / "reference.py"
+    reference.write_text(reference.read_text().replace("steps=300", "steps=3"))
+    return tasks / task_id
+
+
+@pytest.fixture(scope="module")
+def episode_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("episode-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VTBENCH_HOME", str(home))
+        yield home
+
+
+@pytest.fixture(scope="module")
+def prepared_arith(episode_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    task_dir = quick_copy(tmp_path_factory.mktemp("quick"))
+    prepare_task(load_task(task_dir))
+    return task_dir
+
+
+@pytest.fixture(scope="module")
+def grader(prepared_arith: Path) -> Iterator[Path]:
+    with running_grader() as socket:
+        yield socket
+
+
+@pytest.fixture
+def private_store(episode_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Episode tests share their module's prepared store instead of a fresh one."""
+    monkeypatch.setenv("VTBENCH_HOME", str(episode_home))
+    return episode_home
