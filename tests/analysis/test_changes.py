@@ -237,3 +237,12 @@ def test_planted_loose_objects_are_not_believed(workspace: Workspace, tmp_path: 
     (objects / blob[2:]).write_bytes(zlib.compress(b"blob 6\0forged"))
     with SnapshotStore(workspace.root) as store:
         assert store.blob(blob) == jsonl(TRAIN_ROWS[:3]).encode()
+
+
+def test_file_moved_unchanged_is_no_change(workspace: Workspace) -> None:
+    workspace.write("data/v2/train.jsonl", workspace.read("data/train.jsonl"))
+    workspace.remove("data/train.jsonl")
+    result = change(workspace)
+    assert result.touched == []
+    assert [(f.status, f.detail) for f in result.components[0].files] == [
+        ("deleted", "moved"), ("added", "moved")]

@@ -127,3 +127,14 @@ def test_plain_report_prints_a_table(runs: Path) -> None:
     result = run_cli("report", str(runs))
     assert result.returncode == 0, result.stderr
     assert "leaderboard (12 episodes)" in result.stdout and "reference" in result.stdout
+
+
+def test_names_from_records_are_escaped_and_plotted_as_text(tmp_path: Path) -> None:
+    agent = "command:<b>x</b>$a^{$"
+    make_episodes(tmp_path / "runs", [agent], ["arith"], [0])
+    out = tmp_path / "report.html"
+    result = run_cli("report", str(tmp_path / "runs"), "--html", str(out))
+    assert result.returncode == 0, result.stderr
+    page = out.read_text()
+    assert "<b>x</b>" not in page and "command:&lt;b&gt;x&lt;/b&gt;$a^{$" in page
+    assert page.count("<img") >= 3

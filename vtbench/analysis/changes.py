@@ -17,8 +17,10 @@ Deterministic rules, one per component (the same inputs always give the same lab
   retries, timeouts); ``control_flow`` (the code's structure changed); ``tools`` (tool
   definitions or calls added, or every structural edit is about tools).
 
-Edits to comments, spacing or docstrings carry no kind (the file is listed, its
-component is not *touched*). ``models/`` is not tracked; paths outside D/T/H are ignored.
+Edits to comments, spacing or docstrings, and files moved unchanged, carry no kind (the
+file is listed, its component is not *touched*); rows moved from one data file to a new
+one count as filtered there and mixed in here. ``models/`` is not tracked; paths outside
+D/T/H are ignored.
 """
 
 from typing import Literal, get_args
@@ -123,8 +125,14 @@ def classify(store: SnapshotStore, before: str, after: str) -> SnapshotChange:
             part.rows = DataRows()
         blobs = store.blobs([oid for p in paths for oid in (old_files.get(p), new_files.get(p))
                              if oid])
+        moved = ({old_files[p] for p in paths if p not in new_files}
+                 & {new_files[p] for p in paths if p not in old_files})
         for path in paths:
             old_id, new_id = old_files.get(path), new_files.get(path)
+            if (old_id is None or new_id is None) and (old_id or new_id) in moved:
+                status = "added" if old_id is None else "deleted"
+                part.files.append(FileChange(path=path, status=status, detail="moved"))
+                continue
             old = blobs[old_id] if old_id else None
             new = blobs[new_id] if new_id else None
             part.files.append(_classify_file(component, path, old, new, part.rows))

@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError
 from vtbench.analysis.changes import FOLDERS, SnapshotChange, Strict, classify
 from vtbench.analysis.gitstore import SnapshotStore, find_git_dir
 from vtbench.episode.record import EpisodeRecord
-from vtbench.errors import AnalysisError, VtbenchError
+from vtbench.errors import VtbenchError
 
 CLASSIFIER_VERSION = 1
 """Bumped whenever a rule of the classifier changes; stored histories of another version
@@ -130,10 +130,3 @@ def _read_stored(path: Path) -> EpisodeHistory | None:
         return EpisodeHistory.model_validate_json(path.read_bytes())
     except (OSError, ValidationError, json.JSONDecodeError):
         return None
-
-
-def require_history(history: EpisodeHistory) -> EpisodeHistory:
-    """Raise when the history could not be classified (for callers that need it)."""
-    if history.error is not None:
-        raise AnalysisError(f"episode {history.episode_id}: {history.error}")
-    return history

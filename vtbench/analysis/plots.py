@@ -64,6 +64,11 @@ def png(figure: "Figure") -> bytes:
     return buffer.getvalue()
 
 
+def as_text(name: str) -> str:
+    """A record's name as plain text: a ``$`` would otherwise start matplotlib mathtext."""
+    return name.replace("$", r"\$")
+
+
 def agent_colours(agents: Sequence[str]) -> dict[str, str]:
     return {agent: AGENT_COLOURS[i % len(AGENT_COLOURS)] for i, agent in enumerate(agents)}
 
@@ -108,7 +113,7 @@ def validation_scores(episodes: Sequence["Episode"], agents: Sequence[str],
                 lines[episode.record.agent].append(path)
         for agent, paths in lines.items():
             ax.add_collection(LineCollection(paths, colors=colours[agent], linewidths=1.0,
-                                             alpha=0.55, label=agent))
+                                             alpha=0.55))
         for category, (colour, marker) in STEP_STYLES.items():
             if points[category]:
                 xs, ys = zip(*points[category], strict=True)
@@ -117,7 +122,7 @@ def validation_scores(episodes: Sequence["Episode"], agents: Sequence[str],
         if initial is not None:
             ax.axhline(initial, color="#888888", linestyle=":", linewidth=1)
         ax.autoscale_view()
-        ax.set_title(task, fontsize=10)
+        ax.set_title(as_text(task), fontsize=10)
         ax.set_xlabel("agent minutes")
         ax.set_ylabel("validation score")
         ax.grid(alpha=0.25)
@@ -130,7 +135,7 @@ def validation_scores(episodes: Sequence["Episode"], agents: Sequence[str],
 def _score_legend(figure: "Figure", colours: dict[str, str]) -> None:
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], color=c, label=a) for a, c in colours.items()]
+    handles = [Line2D([], [], color=c, label=as_text(a)) for a, c in colours.items()]
     handles += [Line2D([], [], linestyle="", marker=m, markerfacecolor=c,
                        markeredgecolor="#333333", label=name)
                 for name, (c, m) in STEP_STYLES.items() if name != "unclassified"]
@@ -150,7 +155,7 @@ def kind_mix(episodes: Sequence["Episode"], agents: Sequence[str]) -> bytes:
         shares = [counts[a][kind] / max(1, sum(counts[a].values())) for a in agents]
         if any(shares):
             component = next(c for c, kinds in KINDS.items() if kind in kinds)
-            ax.barh(agents, shares, left=left, color=KIND_COLOURS[kind],
+            ax.barh([as_text(a) for a in agents], shares, left=left, color=KIND_COLOURS[kind],
                     label=f"{component}: {kind}", edgecolor="white", linewidth=0.5)
             left = [a + b for a, b in zip(left, shares, strict=True)]
     for i, agent in enumerate(agents):
@@ -180,11 +185,11 @@ def gain_per_task(board: Leaderboard) -> bytes:
             ys.append(row.gain_mean)
             lows.append(row.gain_mean - row.gain_ci[0])
             highs.append(row.gain_ci[1] - row.gain_mean)
-        ax.bar(xs, ys, width=width * 0.9, color=colours[agent], alpha=0.8, label=agent)
+        ax.bar(xs, ys, width=width * 0.9, color=colours[agent], alpha=0.8, label=as_text(agent))
         ax.errorbar(xs, ys, yerr=[lows, highs], fmt="o", markersize=3, color="#222222",
                     ecolor="#222222", capsize=3)
     ax.axhline(0, color="#444444", linewidth=0.8)
-    ax.set_xticks(range(len(tasks)), tasks)
+    ax.set_xticks(range(len(tasks)), [as_text(t) for t in tasks])
     ax.set_ylabel("test gain (95% CI)")
     ax.grid(axis="y", alpha=0.25)
     _side_legend(figure)
@@ -208,7 +213,7 @@ def behaviour_rates(board: Leaderboard) -> bytes:
             values.append(sum(known) / len(known) if known else 0.0)
         ax.bar([j - 0.4 + width * (i + 0.5) for j in range(len(agents))], values,
                width=width * 0.9, label=label, color=["#8172b3", "#c44e52", "#dd8452"][i])
-    ax.set_xticks(range(len(agents)), agents)
+    ax.set_xticks(range(len(agents)), [as_text(a) for a in agents])
     ax.set_ylim(0, 1)
     ax.set_ylabel("share of iterations")
     ax.grid(axis="y", alpha=0.25)
