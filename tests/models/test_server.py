@@ -4,7 +4,10 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -134,6 +137,14 @@ def test_n_samples_with_temperature_differ_and_a_seed_repeats_them(http: httpx.C
     assert first["usage"]["completion_tokens"] == 4 * 16
 
 
+def test_a_list_of_prompts_gives_n_choices_each_in_order(http: httpx.Client) -> None:
+    body = {"prompt": ["ab", "cd"], "max_tokens": 4, "n": 2, "temperature": 0}
+    choices = complete(http, **body)["choices"]
+    assert [c["index"] for c in choices] == [0, 1, 2, 3]
+    single = complete(http, prompt="cd", max_tokens=4, temperature=0)["choices"][0]["text"]
+    assert choices[2]["text"] == choices[3]["text"] == single
+
+
 def test_logprobs_come_back_per_token(http: httpx.Client) -> None:
     choice = complete(http, prompt="hi", max_tokens=5, temperature=0, logprobs=3,
                       ignore_eos=True)["choices"][0]
@@ -214,6 +225,31 @@ def test_a_server_that_dies_surfaces_as_an_error_not_a_hang(model_dir: Path) -> 
             running.check_alive()
         with running.client(timeout=5) as client, pytest.raises(httpx.TransportError):
             client.get("/health")
+
+
+def test_the_server_exits_when_the_process_that_started_it_is_killed(model_dir: Path) -> None:
+    script = ("import sys, time; from pathlib import Path\n"
+              "from vtbench.models.server import serve_model\n"
+              "with serve_model(Path(sys.argv[1])) as s:\n"
+              "    print(s.pid, flush=True); time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script, str(model_dir)],
+                              stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    server_pid = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _running(server_pid):
+        time.sleep(0.2)
+    assert not _running(server_pid)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
 
 
 def test_the_socket_and_its_folder_are_removed_on_stop(model_dir: Path) -> None:

@@ -358,7 +358,8 @@ def run_server(args: argparse.Namespace) -> None:
     port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
     app = create_app(_Service(engine, args.model.resolve().name, context), port)
     engine.start()
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=30)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=30,
+                            timeout_graceful_shutdown=10)
     try:
         uvicorn.Server(config).run(sockets=sockets)
     finally:
@@ -554,7 +555,8 @@ class VllmServer(_ServerProcess):
         return [python, "-m", "vllm.entrypoints.openai.api_server", "--model",
                 str(self.model_dir), "--uds", str(self.socket), "--load-format",
                 "safetensors", "--served-model-name", self.model_dir.resolve().name,
-                "--max-num-seqs", str(self.max_batch), *self.extra_args]
+                "--max-num-seqs", str(self.max_batch), "--generation-config", "vllm",
+                *self.extra_args]
 
 
 SERVER_BACKENDS: dict[str, type[_ServerProcess]] = {
