@@ -163,6 +163,7 @@ def test_logprobs_come_back_per_token(http: httpx.Client) -> None:
     {"prompt": "x", "max_tokens": 100_000},
     {"max_tokens": 3},
     {"prompt": []},
+    {"prompt": "x" * 400},
 ])
 def test_a_bad_request_is_a_400_openai_error(http: httpx.Client, body: dict[str, Any]) -> None:
     answer = http.post("/v1/completions", json=body)
@@ -294,3 +295,10 @@ def test_the_server_runs_on_cuda_when_a_gpu_is_there(model_dir: Path) -> None:
         assert answer["usage"]["completion_tokens"] == 8
         assert len(sampled["choices"]) == 3
         assert running.stats()["generate_calls"] == 2
+
+
+def test_a_chat_prompt_that_fills_the_context_is_a_400(http: httpx.Client) -> None:
+    messages = [{"role": "user", "content": "y" * 390}]
+    answer = http.post("/v1/chat/completions", json={"messages": messages})
+    assert answer.status_code == 400
+    assert "context" in answer.json()["error"]["message"]

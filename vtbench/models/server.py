@@ -129,8 +129,10 @@ class _Service:
         from vtbench.models.batching import GenerationRequest
 
         room = self.context - len(prompt_ids)
+        if not prompt_ids:
+            raise BadRequest("the prompt encodes to no tokens", "prompt")
         max_tokens = body.max_tokens or default_max or room
-        if max_tokens > room:
+        if max_tokens > room or room < 1:
             raise BadRequest(f"prompt has {len(prompt_ids)} tokens; with max_tokens={max_tokens}"
                              f" it exceeds the model's context of {self.context}", "max_tokens")
         stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
