@@ -4,6 +4,7 @@ A 135M model on a CPU may take many minutes to answer a batch of long completion
 the long default timeout.
 """
 
+import http.client
 import json
 import time
 import urllib.request
@@ -22,8 +23,17 @@ def complete(base_url: str, prompt: str, decoding: dict, stop: list[str] | None 
         base_url.rstrip("/") + "/completions", data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"})
     started = time.time()
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        reply = json.loads(response.read())
+    for attempt in range(3):
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                reply = json.loads(response.read())
+            break
+        except (ConnectionError, http.client.RemoteDisconnected):
+            # A dropped connection (seen under many long concurrent requests through the
+            # sandbox's relay) is retried; the third failure in a row is raised.
+            if attempt == 2:
+                raise
+            time.sleep(1.0)
     texts = [choice["text"] for choice in reply["choices"]]
     call = {"prompt": prompt, "completions": texts, "decoding": body,
             "seconds": round(time.time() - started, 4)}
