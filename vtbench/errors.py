@@ -81,6 +81,24 @@ class GraderUnavailable(GraderError):
     """The grader failed for a reason of its own; the request can be retried."""
 
 
+class UnknownCandidate(NotFound):
+    """A request names a candidate folder that is not in the episode's workspace."""
+
+
+class MergeRefused(GraderError):
+    """A merge request cannot be carried out as asked (bad paths or options); the message
+    names what to change."""
+
+
+class MergeOutputExists(MergeRefused):
+    """A merge's output folder already exists, or another merge is writing it."""
+
+
+class MergeFailed(MergeRefused):
+    """The merge engine could not merge these parents (e.g. different shapes), or its
+    output failed the checkpoint checks."""
+
+
 class AnalysisError(VtbenchError):
     """An episode record or its workspace history cannot be read for analysis."""
 

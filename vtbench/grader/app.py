@@ -6,6 +6,16 @@ Exceptions become status codes through :data:`ERROR_STATUS`, the one table. Deni
 vague to the caller ("not authorized", "not found") and detailed in the log and in the
 ledger's events. Request bodies are strict models: a malformed body is a 422 and
 changes nothing in the ledger. The OpenAPI spec is served at ``/openapi.json``.
+
+Episode routes: ``GET /v1/status``; ``POST /v1/validations`` and ``GET
+/v1/validations/{id}``; ``POST /v1/submission``; ``GET /v1/models`` (the episode's
+candidates: lineage as the grader recorded it, see :mod:`vtbench.grader.lineage`, with the
+best validation score so far); ``POST /v1/merges`` (merge candidates into a new
+``models/<name>`` folder, no validation credit; body and answer in
+:mod:`vtbench.grader.merge`; a bad request is 400 or 422, an unknown parent 404, an
+existing or contested output folder 409). Operator routes live under ``/v1/operator/``,
+among them ``GET /v1/operator/episodes/{id}/history`` (validations, submission and
+candidate lineage in the episode record's shape).
 """
 
 import logging
@@ -24,11 +34,15 @@ from vtbench.errors import (
     EpisodeNotFound,
     GraderUnavailable,
     LedgerStateError,
+    MergeFailed,
+    MergeOutputExists,
+    MergeRefused,
     NotFound,
     NotPrepared,
     SpecError,
     TaskNotFound,
     Unauthorized,
+    UnknownCandidate,
     VtbenchError,
 )
 from vtbench.grader.core import (
@@ -41,6 +55,8 @@ from vtbench.grader.core import (
     token_hash,
 )
 from vtbench.grader.ledger import Episode, EpisodeBudgets
+from vtbench.grader.lineage import CandidateView
+from vtbench.grader.merge import MergeRequest, MergeResult
 
 log = logging.getLogger("vtbench.grader")
 
@@ -48,8 +64,12 @@ ERROR_STATUS: dict[type[VtbenchError], tuple[int, str | None]] = {
     Unauthorized: (401, "not authorized"),
     NotFound: (404, "not found"),
     EpisodeNotFound: (404, "not found"),
+    UnknownCandidate: (404, None),
     CandidateRefused: (422, None),
     CheckpointError: (422, None),
+    MergeRefused: (400, None),
+    MergeFailed: (422, None),
+    MergeOutputExists: (409, None),
     AlreadySubmitted: (409, None),
     LedgerStateError: (409, None),
     NotPrepared: (409, None),
@@ -158,6 +178,14 @@ def _episode_routes(app: FastAPI, grader: Grader, episode: Any) -> None:
     @app.post("/v1/submission")
     def submit(body: CandidateRequest, me: Me) -> SubmissionAck:
         return grader.submit(me, body.model, body.harness)
+
+    @app.get("/v1/models")
+    def models(me: Me) -> list[CandidateView]:
+        return grader.models(me)
+
+    @app.post("/v1/merges")
+    def merge(body: MergeRequest, me: Me) -> MergeResult:
+        return grader.merge(me, body)
 
 
 def _operator_routes(app: FastAPI, grader: Grader, operator: Any) -> None:

@@ -6,7 +6,8 @@ Trusted code only (the grader process) writes it; the file lives in the private 
 Tables: ``episodes`` (id, task, hashed token, budgets as JSON, status), ``budget_rows``
 (every budget change is one row: ``grant``, ``reserve``, ``charge`` or ``refund`` of a
 ``validation_credit`` or of ``compute_seconds``), ``validations`` (a state machine),
-``submissions`` (UNIQUE per episode) and ``events`` (an append-only log).
+``submissions`` (UNIQUE per episode), ``events`` (an append-only log) and ``candidates``
+(lineage, written by :mod:`vtbench.grader.lineage`).
 
 Validation life::
 
@@ -456,7 +457,8 @@ class Ledger:
 
     def export(self) -> dict[str, list[dict[str, Any]]]:
         """Every table, row by row, for ``vtbench grader ledger --json``."""
-        tables = ("episodes", "budget_rows", "validations", "submissions", "events")
+        tables = ("episodes", "budget_rows", "validations", "submissions", "events",
+                  "candidates")
         return {t: [dict(r) for r in self._read(f"SELECT * FROM {t} ORDER BY rowid")]
                 for t in tables}
 

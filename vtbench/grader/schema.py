@@ -2,8 +2,9 @@
 
 The schema enforces what SQL can: one reservation and at most one settlement per
 validation and kind (partial unique indexes), one submission per episode (UNIQUE),
-settled exactly when terminal (CHECK), and append-only ``budget_rows`` and ``events``
-(triggers). :func:`consistency_problems` checks the rest (see ``ledger.py``).
+settled exactly when terminal (CHECK), and append-only ``budget_rows``, ``events`` and
+``candidates`` (triggers; one lineage row per candidate name and model hash, see
+:mod:`vtbench.grader.lineage`). :func:`consistency_problems` checks the rest (see ``ledger.py``).
 """
 
 import sqlite3
@@ -66,6 +67,21 @@ CREATE TABLE IF NOT EXISTS events (
     kind TEXT NOT NULL,
     detail TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS candidates (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    episode TEXT NOT NULL REFERENCES episodes(id),
+    name TEXT NOT NULL,
+    model_hash TEXT NOT NULL,
+    origin TEXT NOT NULL CHECK (origin IN ('initial', 'trained', 'merged', 'reused')),
+    lineage TEXT NOT NULL,
+    seen_at TEXT NOT NULL,
+    at REAL NOT NULL,
+    UNIQUE (episode, name, model_hash)
+);
+CREATE TRIGGER IF NOT EXISTS candidates_no_update BEFORE UPDATE ON candidates
+    BEGIN SELECT RAISE(ABORT, 'candidates is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS candidates_no_delete BEFORE DELETE ON candidates
+    BEGIN SELECT RAISE(ABORT, 'candidates is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS budget_rows_no_update BEFORE UPDATE ON budget_rows
     BEGIN SELECT RAISE(ABORT, 'budget_rows is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS budget_rows_no_delete BEFORE DELETE ON budget_rows

@@ -1,0 +1,373 @@
+"""Merging candidates for ``POST /v1/merges``: mergekit on the grader's stored copies.
+
+Route (episode token)::
+
+    POST /v1/merges {"method": "linear" | "slerp" | "ties" | "dare_ties" | "task_arithmetic",
+                     "models": ["models/a", "models/b"], "weights": [0.5, 0.5],
+                     "out": "models/merged", "base": "models/base", "density": 0.5, "t": 0.5}
+    -> {"model": "models/merged", "hash": "<tree hash>", "method": "linear"}
+
+``base`` (default ``models/base``) is the model the task vectors are taken against for
+``task_arithmetic``, ``ties`` and ``dare_ties``; ``density`` (default 0.5) is the share of
+each task vector that ``ties``/``dare_ties`` keep; ``t`` is the ``slerp`` position between
+its two models (default ``weights[1] / sum(weights)``, so equal weights give 0.5).
+``linear`` divides by the sum of the weights. A merge spends no validation credit.
+
+Trusted code. It trusts mergekit (run in-process, on the CPU, with ``trust_remote_code``
+and ``lazy_unpickle`` off, safetensors output and a fixed random seed, so ``dare_ties`` is
+reproducible) and the grader's intake. It does not trust the workspace: every parent goes
+through intake first (so no pickle, symlink or remote-code config is ever handed to
+mergekit, which only ever reads the read-only stored copies), and the output is checked
+by the checkpoint loader's checks and taken into the store before it is placed.
+
+Guarantees: a refused request writes nothing into the workspace; ``out`` must be a new
+folder ``models/<name>``, and of two concurrent merges into one ``out`` one is refused at
+once. The output is built in the private store, then copied into the workspace through
+directory file descriptors (never following a symlink) under a hidden temporary name
+created by the grader and renamed into place, owned by the sandbox uid
+(:func:`vtbench.sandbox.prepare_writable` assigns it on the private build first; the
+copies take the same owner by ``fchown``, so no path the agent can swap is ever chowned).
+The tokenizer files are copied from the first model (the tiny tasks' candidates all share
+the character tokenizer). Merges run one at a time: mergekit seeds process-wide RNGs.
+"""
+
+import logging
+import math
+import os
+import re
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from vtbench import layout
+from vtbench.errors import (
+    CandidateRefused,
+    CheckpointError,
+    MergeFailed,
+    MergeOutputExists,
+    MergeRefused,
+    UnknownCandidate,
+    VtbenchError,
+)
+from vtbench.grader.intake import StoredCandidate, intake, intake_from
+from vtbench.grader.ledger import Ledger
+from vtbench.grader.lineage import LineageBook, LineageRecord, Snapshot
+
+log = logging.getLogger("vtbench.grader")
+Method = Literal["linear", "slerp", "ties", "dare_ties", "task_arithmetic"]
+NEEDS_BASE = ("ties", "dare_ties", "task_arithmetic")
+DEFAULT_BASE = "models/base"
+DEFAULT_DENSITY = 0.5
+MERGE_SEED = 0
+CANDIDATE_FOLDER = re.compile(r"models/[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "added_tokens.json", "chat_template.jinja", "tokenizer.model", "vocab.json",
+                   "merges.txt", "generation_config.json")
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class MergeRequest(BaseModel):
+    """The body of ``POST /v1/merges``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+    method: Method
+    models: list[str] = Field(min_length=1, max_length=8)
+    """Candidate folders to merge, e.g. ``models/a``."""
+    weights: list[float] = Field(min_length=1, max_length=8)
+    """One weight per model."""
+    out: str = Field(min_length=1, max_length=200)
+    """The new folder to write, ``models/<name>``; it must not exist."""
+    base: str | None = Field(None, min_length=1, max_length=200)
+    """Base model of task_arithmetic, ties and dare_ties (default ``models/base``)."""
+    density: float | None = Field(None, gt=0, le=1)
+    """Share of each task vector kept by ties and dare_ties (default 0.5)."""
+    t: float | None = Field(None, ge=0, le=1)
+    """slerp position from the first model (0) to the second (1)."""
+
+    @property
+    def base_model(self) -> str | None:
+        return (self.base or DEFAULT_BASE) if self.method in NEEDS_BASE else None
+
+    def description(self) -> str:
+        """The method with its options, as lineage records it (``ties base=models/base``)."""
+        options = {"base": self.base_model, "t": self.t,
+                   "density": (self.density or DEFAULT_DENSITY)
+                   if self.method in ("ties", "dare_ties") else None}
+        return " ".join([self.method, *(f"{k}={v}" for k, v in options.items() if v is not None)])
+
+    @property
+    def parents(self) -> list[str]:
+        """Every folder the merge reads: the models, then the base (if any)."""
+        extra = [self.base_model] if self.base_model and self.base_model not in self.models else []
+        return [*self.models, *extra]
+
+
+class MergeResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    hash: str
+    method: str
+
+
+def _refuse(message: str, hint: str | None = None) -> MergeRefused:
+    return MergeRefused(f"merge refused: {message}", hint=hint)
+
+
+def check_request(request: MergeRequest) -> None:
+    """Refuse what the types allow but a merge cannot do, naming the offending part."""
+    for path in (*request.models, request.out, *([request.base] if request.base else [])):
+        if not CANDIDATE_FOLDER.fullmatch(path):
+            raise _refuse(f"{path!r} is not a candidate folder models/<name>",
+                          hint="name folders like models/my-model (letters, digits, . _ -)")
+    if len(request.weights) != len(request.models):
+        raise _refuse(f"{len(request.models)} models but {len(request.weights)} weights",
+                      hint="give one weight per model")
+    if not all(math.isfinite(w) for w in request.weights):
+        raise _refuse("weights must be finite numbers")
+    if len(set(request.models)) != len(request.models):
+        raise _refuse("a model is named twice", hint="raise its weight instead")
+    if request.method == "slerp" and len(request.models) != 2:
+        raise _refuse("slerp merges exactly two models")
+    if request.method in ("linear", "slerp") and (request.base or request.density):
+        raise _refuse(f"{request.method} takes no base and no density")
+    if request.t is not None and request.method != "slerp":
+        raise _refuse("only slerp takes t")
+    if request.method == "linear" and sum(request.weights) == 0:
+        raise _refuse("linear weights sum to 0", hint="linear divides by their sum")
+    if request.method == "slerp" and request.t is None and (
+            min(request.weights) < 0 or sum(request.weights) <= 0):
+        raise _refuse("slerp needs t, or two non-negative weights to derive it from")
+
+
+def mergekit_config(request: MergeRequest, paths: dict[str, Path]) -> dict[str, Any]:
+    """The mergekit configuration for ``request`` over the stored copies in ``paths``."""
+    def ref(name: str) -> dict[str, Any]:
+        return {"model": {"path": str(paths[name])}}  # a dict: no '@' or '+' parsing
+
+    if request.method == "slerp":
+        first, second = request.models
+        t = request.t if request.t is not None else request.weights[1] / sum(request.weights)
+        return {"merge_method": "slerp", "base_model": ref(first),
+                "models": [{"model": ref(first)}, {"model": ref(second)}],
+                "parameters": {"t": t}}
+    models = []
+    for name, weight in zip(request.models, request.weights, strict=True):
+        parameters: dict[str, float] = {"weight": weight}
+        if request.method in ("ties", "dare_ties"):
+            parameters["density"] = request.density or DEFAULT_DENSITY
+        models.append({"model": ref(name), "parameters": parameters})
+    config: dict[str, Any] = {"merge_method": request.method, "models": models}
+    if request.base_model is not None:
+        config["base_model"] = ref(request.base_model)
+    return config
+
+
+def run_mergekit(config: dict[str, Any], out: Path) -> None:
+    """Run mergekit's Python API on the CPU; the caller serialises calls."""
+    from mergekit.config import MergeConfiguration
+    from mergekit.io.tasks import LoaderCache
+    from mergekit.merge import run_merge
+    from mergekit.options import MergeOptions
+
+    options = MergeOptions(device="cpu", trust_remote_code=False, lazy_unpickle=False,
+                           safe_serialization=True, random_seed=MERGE_SEED,
+                           copy_tokenizer=False, write_model_card=False, quiet=True)
+    try:
+        run_merge(MergeConfiguration.model_validate(config), str(out), options)
+    finally:  # mergekit keeps a process-wide loader cache; drop it with the merge
+        cache = LoaderCache()
+        cache.flush_all()
+        cache.loaders.clear()
+
+
+def copy_tokenizer(source: Path, out: Path) -> None:
+    for name in TOKENIZER_FILES:
+        if (source / name).is_file() and not (out / name).exists():
+            shutil.copyfile(source / name, out / name)
+
+
+@contextmanager
+def models_folder(workspace: Path) -> Iterator[int]:
+    """A file descriptor of ``workspace/models``, reached without following symlinks."""
+    root = os.open(workspace, _DIR_FLAGS)
+    try:
+        try:
+            fd = os.open("models", _DIR_FLAGS, dir_fd=root)
+        except OSError as err:
+            raise _refuse(f"the workspace has no models/ folder ({err.strerror})") from None
+    finally:
+        os.close(root)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def check_workspace(workspace: Path, request: MergeRequest) -> None:
+    """``out`` is new and every parent exists (intake checks what the parents hold)."""
+    with models_folder(workspace) as models:
+        out = request.out.removeprefix("models/")
+        if _exists(models, out):
+            raise MergeOutputExists(f"merge refused: {request.out} already exists",
+                                    hint="merge into a new folder")
+        for parent in request.parents:
+            if not _exists(models, parent.removeprefix("models/")):
+                raise UnknownCandidate(f"merge refused: no candidate {parent} in the workspace",
+                                       hint="run vtbench models to list candidates")
+
+
+def _copy_tree(source: Path, dest_fd: int, owner: os.stat_result) -> None:
+    """Copy the grader's own build under ``dest_fd`` with ``owner``'s uid and gid."""
+    for entry in sorted(os.scandir(source), key=lambda e: e.name):
+        if entry.is_dir(follow_symlinks=False):
+            os.mkdir(entry.name, 0o700, dir_fd=dest_fd)
+            sub = os.open(entry.name, _DIR_FLAGS, dir_fd=dest_fd)
+            try:
+                _copy_tree(Path(entry.path), sub, owner)
+                os.fchmod(sub, 0o755)
+                os.fchown(sub, owner.st_uid, owner.st_gid)
+            finally:
+                os.close(sub)
+            continue
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        target = os.open(entry.name, flags, 0o600, dir_fd=dest_fd)
+        try:
+            with open(entry.path, "rb") as src, os.fdopen(os.dup(target), "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            os.fchmod(target, 0o644)
+            os.fchown(target, owner.st_uid, owner.st_gid)
+        finally:
+            os.close(target)
+
+
+def place(build: Path, workspace: Path, out: str) -> None:
+    """Copy ``build`` into ``workspace/out`` (new) under a temporary name, then rename."""
+    from vtbench.sandbox import prepare_writable
+
+    owner = os.stat(prepare_writable(build))  # the private build: no path the agent can swap
+    name = out.removeprefix("models/")
+    temp = f".merging-{uuid.uuid4().hex}"
+    with models_folder(workspace) as models:
+        os.mkdir(temp, 0o700, dir_fd=models)
+        try:
+            fd = os.open(temp, _DIR_FLAGS, dir_fd=models)
+            try:
+                _copy_tree(build, fd, owner)
+                os.fchmod(fd, 0o755)
+                os.fchown(fd, owner.st_uid, owner.st_gid)
+            finally:
+                os.close(fd)
+            if _exists(models, name):
+                raise MergeOutputExists(f"merge refused: {out} appeared during the merge",
+                                        hint="merge into a new folder")
+            os.rename(temp, name, src_dir_fd=models, dst_dir_fd=models)
+        except BaseException:
+            shutil.rmtree(temp, dir_fd=models, ignore_errors=True)
+            raise
+
+
+class Merger:
+    """Carries out merges for one grader, one at a time and at most one per output folder,
+    and records them: lineage for the parents and the output, an event in the ledger."""
+
+    def __init__(self, ledger: Ledger, lineage: LineageBook) -> None:
+        self.ledger, self.lineage = ledger, lineage
+        self._claims: set[tuple[str, str]] = set()
+        self._claims_lock = threading.Lock()
+        self._engine = threading.Lock()
+
+    @contextmanager
+    def _claim(self, workspace: Path, out: str) -> Iterator[None]:
+        key = (str(workspace), out)
+        with self._claims_lock:
+            if key in self._claims:
+                raise MergeOutputExists(f"merge refused: another merge is writing {out}",
+                                        hint="merge into a new folder")
+            self._claims.add(key)
+        try:
+            yield
+        finally:
+            with self._claims_lock:
+                self._claims.discard(key)
+
+    def merge(self, episode: str, workspace: Path, request: MergeRequest,
+              snapshot: Callable[[], Snapshot | None]) -> MergeResult:
+        """Merge into ``request.out``; ``snapshot`` is taken only if a parent is new and
+        trained (its lineage needs the workspace commit)."""
+        taken: list[Snapshot | None] = []
+
+        def snapshot_once() -> Snapshot | None:
+            if not taken:
+                taken.append(snapshot())
+            return taken[0]
+
+        def take(parent: str) -> StoredCandidate:
+            stored_parent = intake_from(workspace, parent, "model")
+            self.lineage.see(episode, parent, stored_parent, "merge_parent", snapshot_once)
+            return stored_parent
+
+        try:
+            merged = self._merge(workspace, request, take)
+        except VtbenchError as err:
+            self.ledger.log_event(episode, "merge_refused", out=request.out,
+                                  error=err.one_line())
+            raise
+        self.lineage.record(episode, LineageRecord(
+            name=request.out, origin="merged", parents=request.models,
+            method=request.description(), weights=request.weights, model_hash=merged.hash),
+            "merge_output")
+        self.ledger.log_event(episode, "merged", out=request.out, model_hash=merged.hash,
+                              method=request.description(), parents=request.models,
+                              weights=request.weights)
+        return MergeResult(model=request.out, hash=merged.hash, method=request.method)
+
+    def _merge(self, workspace: Path, request: MergeRequest,
+               take: Callable[[str], StoredCandidate]) -> StoredCandidate:
+        check_request(request)
+        with self._claim(workspace, request.out):
+            check_workspace(workspace, request)
+            parents = {name: take(name) for name in request.parents}
+            build = layout.grader_home() / "merges" / uuid.uuid4().hex
+            try:
+                stored = self._build(request, parents, build / "out")
+                place(build / "out", workspace, request.out)
+            finally:
+                shutil.rmtree(build, ignore_errors=True)
+        return stored
+
+    def _build(self, request: MergeRequest, parents: dict[str, StoredCandidate],
+               out: Path) -> StoredCandidate:
+        out.parent.mkdir(parents=True, mode=0o700)
+        config = mergekit_config(request, {name: p.path for name, p in parents.items()})
+        try:
+            with self._engine:
+                run_mergekit(config, out)
+        except Exception as err:  # the engine's many error types; the detail goes to the log
+            log.exception("merge into %s failed", request.out)
+            detail = str(err)
+            for name, parent in parents.items():
+                detail = detail.replace(str(parent.path), name)
+            raise MergeFailed(f"merge failed: {type(err).__name__}: {detail[:300]}",
+                              hint="merge candidates of the same architecture") from None
+        copy_tokenizer(parents[request.models[0]].path, out)
+        try:
+            return intake(out, "model")
+        except (CandidateRefused, CheckpointError) as err:
+            raise MergeFailed(f"merge failed: the output is not a loadable checkpoint: "
+                              f"{err.one_line()}") from None
