@@ -428,8 +428,11 @@ class _ServerProcess:
                  max_batch: int = 64, startup_timeout: float = 180.0,
                  extra_args: Sequence[str] = ()) -> None:
         self.model_dir = Path(model_dir)
-        self._own_dir = None if socket else Path(tempfile.mkdtemp(prefix="vtb-srv-"))
-        self.socket = Path(socket or self._own_dir / "model.sock")  # type: ignore[operator]
+        self._own_dir: Path | None = None
+        if socket is None:  # a private folder of our own, removed on stop
+            self._own_dir = Path(tempfile.mkdtemp(prefix="vtb-srv-"))
+            socket = self._own_dir / "model.sock"
+        self.socket = Path(socket)
         if len(str(self.socket)) > MAX_SOCKET_PATH:
             raise ModelServerError(f"{self.socket}: socket path too long for AF_UNIX",
                                    hint=f"use a path under {MAX_SOCKET_PATH} characters")
