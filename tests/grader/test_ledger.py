@@ -181,7 +181,8 @@ def test_export_holds_every_table() -> None:
     ledger = new_ledger()
     ledger.reserve_validation("ep1", INPUTS)
     export = ledger.export()
-    assert set(export) == {"episodes", "budget_rows", "validations", "submissions", "events"}
+    assert set(export) == {"episodes", "budget_rows", "validations", "submissions", "events",
+                           "candidates"}
     assert [row["op"] for row in export["budget_rows"]] == ["grant", "grant", "reserve"]
 
 

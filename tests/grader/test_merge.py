@@ -4,6 +4,8 @@ import json
 import os
 import pwd
 import shutil
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -52,7 +54,7 @@ def merged_events(kind: str) -> list[dict]:
     return [e for e in Ledger().events() if e["kind"] == kind]
 
 
-def test_linear_merge_is_exact_free_of_credit_and_a_racing_merge_into_its_folder_is_refused(
+def test_linear_merge_is_exact_and_free_a_race_for_its_folder_is_refused_and_the_cli_merges(
     grader: GraderProcess, minimal_task: Path, merge_workspace: Path
 ) -> None:
     import torch
@@ -88,6 +90,23 @@ def test_linear_merge_is_exact_free_of_credit_and_a_racing_merge_into_its_folder
     assert [e["detail"]["out"] for e in merged_events("merged")] == ["models/avg",
                                                                       "models/skewed"]
     race_into_one_folder(grader, token, merge_workspace)
+    merge_and_list_with_the_in_sandbox_commands(grader, token)
+
+
+def merge_and_list_with_the_in_sandbox_commands(grader: GraderProcess, token: str) -> None:
+    """``vtbench merge`` and ``vtbench models`` as an agent runs them (socket + token)."""
+    env = {**os.environ, "VTBENCH_GRADER_SOCKET": str(grader.socket), "VTBENCH_TOKEN": token}
+    merge = subprocess.run(
+        [sys.executable, "-m", "vtbench", "merge", "--method", "linear", "--models", "models/a",
+         "--models", "models/b", "--out", "models/by-cli", "--json"],
+        env=env, capture_output=True, text=True, check=True)
+    assert json.loads(merge.stdout)["model"] == "models/by-cli"
+    models = subprocess.run([sys.executable, "-m", "vtbench", "models", "--json"], env=env,
+                            capture_output=True, text=True, check=True)
+    listed = {m["name"]: m for m in json.loads(models.stdout)}
+    assert listed["models/by-cli"]["origin"] == "merged"
+    assert listed["models/by-cli"]["weights"] == [0.5, 0.5]
+    assert listed["models/a"]["origin"] == "trained"
 
 
 def race_into_one_folder(grader: GraderProcess, token: str, workspace: Path) -> None:
@@ -175,7 +194,11 @@ def test_refused_merges_name_the_problem_and_write_nothing(
         assert answer.status_code == status, (change, answer.text)
         assert named in answer.json()["error"], (change, answer.text)
     for body in ({**good, "method": "soup"}, {**good, "extra": 1}, {**good, "weights": ["x"]}):
-        assert agent.post("/v1/merges", json=body).status_code == 422
+        answer = agent.post("/v1/merges", json=body)
+        assert answer.status_code == 422 and answer.json()["error"].startswith("bad request: ")
+    for raw in ("Infinity", json.dumps({**good, "density": float("inf")})):  # not echoed: no 500
+        answer = agent.post("/v1/merges", content=raw, headers={"Content-Type": "application/json"})
+        assert answer.status_code == 422, answer.text
     assert listing(merge_workspace) == before
     refused = merged_events("merge_refused")
     assert len(refused) == len(cases) and "pytorch_model.bin" in refused[0]["detail"]["error"]

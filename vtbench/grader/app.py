@@ -4,8 +4,9 @@ Trusts the core; trusts no caller. Every route needs a bearer token: an episode 
 (scoped to that episode) on ``/v1/...`` routes, the operator token on ``/v1/operator/...``.
 Exceptions become status codes through :data:`ERROR_STATUS`, the one table. Denials are
 vague to the caller ("not authorized", "not found") and detailed in the log and in the
-ledger's events. Request bodies are strict models: a malformed body is a 422 and
-changes nothing in the ledger. The OpenAPI spec is served at ``/openapi.json``.
+ledger's events. Request bodies are strict models: a malformed body is a 422 whose one
+line names the field (never echoing the input), and it changes nothing in the ledger.
+The OpenAPI spec is served at ``/openapi.json``.
 
 Episode routes: ``GET /v1/status``; ``POST /v1/validations`` and ``GET
 /v1/validations/{id}``; ``POST /v1/submission``; ``GET /v1/models`` (the episode's
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -125,6 +127,15 @@ def create_app(grader: Grader) -> FastAPI:
         status, public = status_for(err)
         log.warning("%s %s -> %d: %s", request.method, request.url.path, status, err.one_line())
         return JSONResponse({"error": public}, status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_bad_body(request: Request, err: RequestValidationError) -> JSONResponse:
+        # One line naming the field, never echoing the input (an Infinity in the body
+        # made the default answer unserialisable: a 500).
+        first = err.errors()[0] if err.errors() else {}
+        field = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+        return JSONResponse({"error": f"bad request: {field or 'body'}: "
+                                      f"{first.get('msg', 'invalid')}"}, status_code=422)
 
     def episode(request: Request) -> Episode:
         token = _bearer(request)
