@@ -22,10 +22,15 @@ from vtbench.models.tiny import new_tiny_model, save_checkpoint
 
 @pytest.fixture(scope="session")
 def parents(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three real tiny checkpoints of different seeds: a, b and a base."""
+    """Three real tiny checkpoints of different seeds (a, b and a base) and a narrower one."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
     root = tmp_path_factory.mktemp("merge-parents")
     for name, seed in (("a", 1), ("b", 2), ("base", 3)):
         save_checkpoint(new_tiny_model(seed=seed), root / name)
+    wide = new_tiny_model(seed=4).config
+    narrow = LlamaConfig(**{**wide.to_dict(), "hidden_size": 96, "intermediate_size": 128})
+    save_checkpoint(LlamaForCausalLM(narrow), root / "narrow")
     return root
 
 
@@ -167,12 +172,13 @@ def test_ties_dare_ties_task_arithmetic_and_slerp_give_loadable_checkpoints(
 
 
 def test_refused_merges_name_the_problem_and_write_nothing(
-    grader: GraderProcess, minimal_task: Path, merge_workspace: Path
+    grader: GraderProcess, minimal_task: Path, merge_workspace: Path, parents: Path
 ) -> None:
     models = merge_workspace / "models"
     shutil.copytree(models / "a", models / "pickled")
     (models / "pickled" / "pytorch_model.bin").write_bytes(b"\x80\x04K\x01.")
     shutil.copytree(models / "a", merge_workspace / "data" / "elsewhere")
+    shutil.copytree(parents / "narrow", models / "narrow")
     grader.start()
     agent = grader.client(grader.create_episode(minimal_task, merge_workspace))
     before = listing(merge_workspace)
@@ -188,6 +194,7 @@ def test_refused_merges_name_the_problem_and_write_nothing(
         ({"weights": [1.0]}, 400, "2 models but 1 weights"),
         ({"method": "task_arithmetic", "base": "models/nobase"}, 404, "models/nobase"),
         ({"method": "slerp", "density": 0.5}, 400, "slerp takes no base and no density"),
+        ({"models": ["models/a", "models/narrow"]}, 422, "merge failed"),
     ]
     for change, status, named in cases:
         answer = agent.post("/v1/merges", json={**good, **change})
