@@ -193,7 +193,8 @@ def test_refused_merges_name_the_problem_and_write_nothing(
         ({"out": "/tmp/out"}, 400, "/tmp/out"),
         ({"weights": [1.0]}, 400, "2 models but 1 weights"),
         ({"method": "task_arithmetic", "base": "models/nobase"}, 404, "models/nobase"),
-        ({"method": "slerp", "density": 0.5}, 400, "slerp takes no base and no density"),
+        ({"method": "slerp", "base": "models/base"}, 400, "slerp takes no base"),
+        ({"method": "task_arithmetic", "density": 0.5}, 400, "only ties and dare_ties take"),
         ({"models": ["models/a", "models/narrow"]}, 422, "merge failed"),
     ]
     for change, status, named in cases:

@@ -136,8 +136,10 @@ def check_request(request: MergeRequest) -> None:
         raise _refuse("a model is named twice", hint="raise its weight instead")
     if request.method == "slerp" and len(request.models) != 2:
         raise _refuse("slerp merges exactly two models")
-    if request.method in ("linear", "slerp") and (request.base or request.density):
-        raise _refuse(f"{request.method} takes no base and no density")
+    if request.method in ("linear", "slerp") and request.base:
+        raise _refuse(f"{request.method} takes no base")
+    if request.density is not None and request.method not in ("ties", "dare_ties"):
+        raise _refuse("only ties and dare_ties take density")
     if request.t is not None and request.method != "slerp":
         raise _refuse("only slerp takes t")
     if request.method == "linear" and sum(request.weights) == 0:
