@@ -4,11 +4,13 @@ from collections.abc import Callable
 
 from vtbench.agents.base import AgentAdapter
 from vtbench.agents.builtin import CommandAgent, NoopAgent, ReferenceAgent
+from vtbench.agents.llm import LLM_AGENTS
 from vtbench.errors import VtbenchError
 
 AGENTS: dict[str, Callable[[], AgentAdapter]] = {
     "noop": NoopAgent,
     "reference": ReferenceAgent,
+    **LLM_AGENTS,
 }
 
 

@@ -29,8 +29,13 @@ def run(
         help="Wall-clock budget (default: the task's).")] = None,
     out: Annotated[Path, typer.Option(help="Folder for episode folders.")] = Path("runs"),
     sandbox: Annotated[str, typer.Option(help="Sandbox backend: bwrap, docker, none.")] = "bwrap",
-    model: Annotated[str | None, typer.Option(help="LLM for LLM agents.")] = None,
-    reasoning_effort: Annotated[str | None, typer.Option(help="For LLM agents.")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="LLM for LLM agents (opencode: provider/name).")] = None,
+    reasoning_effort: Annotated[str | None, typer.Option(
+        help="For LLM agents, e.g. low, medium, high (passed to the CLI's own option).")] = None,
+    gateway_config: Annotated[Path | None, typer.Option(
+        help="LLM gateway TOML (upstreams, key variables, prices) for LLM agents; "
+             "default $VTBENCH_GATEWAY_CONFIG.")] = None,
     resume: Annotated[Path | None, typer.Option(help="Finish an interrupted episode.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result object.")] = False,
 ) -> None:
@@ -41,7 +46,7 @@ def run(
         raise VtbenchError("say which task and agent", hint="pass --task and --agent, or --resume")
     options = RunOptions(task=task or "", agent=agent or "", seed=seed,
                          budget_minutes=budget_minutes, out=out, sandbox=sandbox, model=model,
-                         reasoning_effort=reasoning_effort)
+                         reasoning_effort=reasoning_effort, gateway_config=gateway_config)
     record, path = run_episode(options, events=lambda line: err_console.log(line),
                                resume=resume)
     result = summary(record, path)

@@ -8,7 +8,9 @@ The wall clock does not pause while the grader evaluates: validations cost the a
 as well as credits. The agent is stopped (SIGTERM, then SIGKILL of its whole process tree)
 at the deadline or as soon as its submission is recorded. With no submission the final
 system is the initial one (gain 0). The record is written at the start and after every
-step, so ``vtbench run --resume DIR`` can finish an episode whose runner died.
+step, so ``vtbench run --resume DIR`` can finish an episode whose runner died. LLM agents get
+their own metered gateway for the episode (:mod:`vtbench.episode.gateway_process`); the
+record's ``llm`` is what it metered.
 """
 
 import json
@@ -20,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from vtbench.agents import AgentContext, get_agent
+from vtbench.agents.llm import runtime_mounts
 from vtbench.client import GraderClient
+from vtbench.episode.gateway_process import config_path, episode_gateway, llm_usage
 from vtbench.episode.grader_process import running_grader
 from vtbench.episode.leak_audit import audit
-from vtbench.episode.record import EpisodeRecord, LlmUsage, Submission, Validation
-from vtbench.episode.sandbox import research_spec
+from vtbench.episode.record import EpisodeRecord, Submission, Validation
+from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
 from vtbench.errors import NotPrepared, VtbenchError
 from vtbench.grader.core import operator_token
 from vtbench.models.base import resolve_base
@@ -54,6 +58,8 @@ class RunOptions:
     sandbox: str = "bwrap"
     model: str | None = None
     reasoning_effort: str | None = None
+    gateway_config: Path | None = None
+    """The operator's LLM gateway file (LLM agents); default ``$VTBENCH_GATEWAY_CONFIG``."""
 
 
 def now() -> str:
@@ -95,7 +101,9 @@ class Episode:
 
 def start_episode(options: RunOptions, events: Events) -> tuple[Episode, EpisodeRecord]:
     task = find_task(options.task)
-    get_agent(options.agent)
+    agent = get_agent(options.agent)
+    if agent.needs_gateway:
+        config_path(options.gateway_config, agent.name)
     model = initial_model(task)
     scores = task_scores(task)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -115,7 +123,7 @@ def start_episode(options: RunOptions, events: Events) -> tuple[Episode, Episode
 
 
 def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, grader: Path,
-              options: RunOptions, events: Events) -> str:
+              gateway: Path | None, options: RunOptions, events: Events) -> str:
     """Run the agent in its sandbox until it exits, submits or reaches the deadline."""
     state = episode.state()
     task, agent = find_task(state["task_path"]), get_agent(record.agent)
@@ -125,10 +133,12 @@ def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, gra
         return "deadline"
     context = AgentContext(task=task.id, seed=record.seed, budget_minutes=record.budget_minutes,
                            prompt=PROMPT, model=options.model,
-                           reasoning_effort=options.reasoning_effort)
+                           reasoning_effort=options.reasoning_effort,
+                           gateway_url=f"http://127.0.0.1:{GATEWAY_PORT}" if gateway else None)
     prepare_writable(episode.workspace)
     spec = research_spec(task, agent, episode.workspace, grader, state["token"], remaining,
-                         extra_env=agent.environment(context))
+                         gateway_socket=gateway, extra_env=agent.environment(context))
+    spec = spec.model_copy(update={"mounts": [*spec.mounts, *runtime_mounts(agent)]})
     events("leak audit of everything the agent will see")
     audit(task, [mount.source for mount in spec.mounts])
     with episode.log.open("ab") as log:
@@ -171,7 +181,7 @@ def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
     record.spent.validations = record.validations_used
     record.spent.grader_compute_seconds = round(
         sum(v.compute_seconds for v in record.validations), 1)
-    record.llm = LlmUsage.model_validate(history.get("llm") or {})
+    record.llm = llm_usage(episode.folder, record.episode_id)
     record.status, record.stop_reason, record.ended_at = "finished", stop_reason, now()
     episode.save(record)
     return record
@@ -194,8 +204,11 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
             grant = client.create_episode(task_path, episode.workspace)
             episode.save_state({"episode": grant["episode"], "token": grant["token"],
                                 "task_path": task_path})
+        agent, task = get_agent(record.agent), find_task(episode.state()["task_path"])
         try:
-            reason = run_agent(episode, record, client, grader, options, events)
+            with episode_gateway(agent.needs_gateway, options.gateway_config, agent.name,
+                                 record.episode_id, task.spec.budgets, episode.folder) as gateway:
+                reason = run_agent(episode, record, client, grader, gateway, options, events)
         except VtbenchError:
             record.status = "failed"
             episode.save(record)
