@@ -9,7 +9,7 @@ update checks and plugin or model-catalogue downloads are switched off, so its o
 traffic is to the gateway. Model and reasoning effort come from the run config.
 
 The CLIs are pinned in :data:`PACKAGES` and installed by ``scripts/setup`` (which runs
-``python -m vtbench.agents.llm install``) into the runtime folder (``.agents-runtime/``,
+``vtbench.agents.llm.main``) into the runtime folder (``.agents-runtime/``,
 git-ignored; ``$VTBENCH_AGENTS_RUNTIME`` overrides it), which the research sandbox mounts
 read-only at :data:`INSIDE_RUNTIME`. Node is the host's ``/usr/bin/node`` (``/usr`` is
 visible in the sandbox); Claude Code, Codex and OpenCode are native binaries.
@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from vtbench import layout
@@ -283,13 +282,8 @@ def _all_run(prefix: Path) -> bool:
 
 
 def main() -> None:
-    if sys.argv[1:] != ["install"]:
-        raise SystemExit("usage: python -m vtbench.agents.llm install")
+    """``scripts/setup``'s entry point: install, or exit with the one-line error."""
     try:
-        print(f"agents runtime ready: {install()}")
+        print(f"setup: LLM agents' CLIs ready in {install()}")
     except VtbenchError as err:
         raise SystemExit(err.one_line()) from err
-
-
-if __name__ == "__main__":
-    main()
