@@ -119,3 +119,11 @@ def test_malformed_and_oversized_outputs_score_zero_with_a_reason(
     assert errors[0].startswith("output longer than")
     assert errors[1] == "output is not a string"
     assert errors[2] == "no output"
+
+
+def test_every_instance_gets_an_output_when_the_harness_sends_all_requests_at_once(
+        tiny_model: Path) -> None:
+    items = some_items("arith", 160)
+    result = evaluate(find_task("arith"), tiny_model, "val", items=items)
+    assert result.error is None
+    assert [i.error for i in result.instances] == [None] * len(items)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vtbench import layout
+from vtbench.errors import VtbenchError
 from vtbench.evaluation import evaluate
 from vtbench.models.base import resolve_base
 from vtbench.prepare.systems import (
@@ -28,6 +29,10 @@ from vtbench.tasks.registry import Task
 from vtbench.tasks.store import atomic_write, ensure_splits
 
 Reporter = Callable[[str, str], None]
+
+
+class PrepareFailed(VtbenchError):
+    """An evaluation of a task's own system failed: its score would be meaningless."""
 """Called with (job name, progress line)."""
 
 
@@ -84,7 +89,7 @@ def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report:
         result = evaluate(task, model, split, harness_dir=folder / "harness",
                           sandbox=sandbox, on_progress=progress)
         if result.error:
-            report(job, f"warning: {result.error}")
+            raise PrepareFailed(f"{job}: evaluation on {split} failed: {result.error}")
         book.put(plan.name, split, seed, round(result.score, 4))
     report(job, "done")
 

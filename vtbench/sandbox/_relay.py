@@ -19,7 +19,7 @@ _SCRIPT = r"""
 socat=$1; shift
 while [ "$1" != "--" ]; do
   port=$1; sock=$2; shift 2
-  "$socat" TCP-LISTEN:"$port",bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:"$sock" &
+  "$socat" TCP-LISTEN:"$port",bind=127.0.0.1,fork,reuseaddr,backlog=1024 UNIX-CONNECT:"$sock" &
   hex=$(printf '%04X' "$port")
   tries=0
   until grep -q "0100007F:$hex 00000000:0000 0A" /proc/net/tcp; do

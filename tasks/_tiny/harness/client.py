@@ -2,7 +2,23 @@
 
 import json
 import time
+import urllib.error
 import urllib.request
+
+
+def send(request: urllib.request.Request, attempts: int = 4) -> dict:
+    """POST with retries: a dropped connection is retried after a short pause."""
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(request, timeout=300) as response:
+                return json.loads(response.read())
+        except (ConnectionError, urllib.error.URLError) as error:
+            if attempt == attempts - 1:
+                raise
+            if isinstance(error, urllib.error.HTTPError) and error.code < 500:
+                raise
+            time.sleep(0.2 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def complete(base_url: str, prompt: str, decoding: dict, stop: list[str] | None = None,
@@ -18,8 +34,7 @@ def complete(base_url: str, prompt: str, decoding: dict, stop: list[str] | None 
         base_url.rstrip("/") + "/completions", data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"})
     started = time.time()
-    with urllib.request.urlopen(request, timeout=300) as response:
-        reply = json.loads(response.read())
+    reply = send(request)
     texts = [choice["text"] for choice in reply["choices"]]
     call = {"prompt": prompt, "completions": texts, "decoding": body,
             "seconds": round(time.time() - started, 4)}
