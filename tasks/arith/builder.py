@@ -16,7 +16,7 @@ THINGS = ["apples", "books", "coins", "pens", "cards", "shells", "stamps", "bead
 
 def _shopping(rng: random.Random) -> tuple[str, list[str], int]:
     name, thing = rng.choice(NAMES), rng.choice(THINGS)
-    a, b = rng.randint(5, 60), rng.randint(2, 40)
+    a, b = rng.randint(3, 20), rng.randint(2, 15)
     c = rng.randint(1, a + b - 1)
     question = (f"{name} has {a} {thing}. {name} buys {b} more and gives away {c}. "
                 f"How many {thing} does {name} have now?")
@@ -25,7 +25,7 @@ def _shopping(rng: random.Random) -> tuple[str, list[str], int]:
 
 def _boxes(rng: random.Random) -> tuple[str, list[str], int]:
     name, thing = rng.choice(NAMES), rng.choice(THINGS)
-    a, b, c = rng.randint(2, 9), rng.randint(2, 9), rng.randint(1, 30)
+    a, b, c = rng.randint(2, 5), rng.randint(2, 5), rng.randint(1, 12)
     question = (f"A box holds {a} {thing}. {name} fills {b} boxes and adds {c} loose "
                 f"{thing}. How many {thing} are there?")
     return question, [f"{a}*{b}={a * b}", f"{a * b}+{c}={a * b + c}"], a * b + c
@@ -33,8 +33,8 @@ def _boxes(rng: random.Random) -> tuple[str, list[str], int]:
 
 def _lost_found(rng: random.Random) -> tuple[str, list[str], int]:
     name, thing = rng.choice(NAMES), rng.choice(THINGS)
-    a = rng.randint(10, 80)
-    b, c = rng.randint(1, a - 1), rng.randint(1, 40)
+    a = rng.randint(6, 25)
+    b, c = rng.randint(1, a - 1), rng.randint(1, 15)
     question = (f"{name} had {a} {thing}, lost {b}, then found {c}. "
                 f"How many {thing} does {name} have?")
     return question, [f"{a}-{b}={a - b}", f"{a - b}+{c}={a - b + c}"], a - b + c
