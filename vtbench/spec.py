@@ -89,6 +89,8 @@ class Resources(Strict):
     cpus: int = Field(1, ge=1)
     gpus: int = Field(0, ge=0)
     memory_gb: float = Field(4, gt=0)
+    max_file_gb: float = Field(4, gt=0)
+    """Largest single file a process in the research sandbox may write."""
 
 
 class Scorer(Strict):

@@ -54,6 +54,10 @@ def prepare(
         lines: dict[str, TaskID] = {}
 
         def report(job: str, line: str) -> None:
+            if not err_console.is_terminal:
+                if not line.startswith("step") or line.startswith(("step 1/", "step 100")):
+                    err_console.print(f"{job}: {line}", highlight=False)
+                return
             if job not in lines:
                 lines[job] = progress.add_task(job)
             progress.update(lines[job], description=f"{job}: {line[:70]}")

@@ -20,7 +20,7 @@ class Lineage(Record):
     """How a candidate came to be."""
 
     name: str
-    """Folder name under ``models/``."""
+    """Workspace-relative folder, e.g. ``models/tuned-a`` (as in ``Validation.candidate``)."""
     origin: Literal["initial", "trained", "merged", "reused"]
     snapshot: str | None = None
     """Workspace commit current when the candidate was made (trained) or first used."""

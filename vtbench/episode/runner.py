@@ -27,7 +27,7 @@ from vtbench.client import GraderClient
 from vtbench.episode.gateway_process import config_path, episode_gateway, llm_usage
 from vtbench.episode.grader_process import running_grader
 from vtbench.episode.leak_audit import audit
-from vtbench.episode.record import EpisodeRecord, Submission, Validation
+from vtbench.episode.record import EpisodeRecord, Lineage, Submission, Validation
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
 from vtbench.errors import NotPrepared, VtbenchError
 from vtbench.grader.core import operator_token
@@ -172,7 +172,7 @@ def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
     record.validations = [Validation.model_validate(v) for v in history["validations"]]
     record.submission = (Submission.model_validate(history["submission"])
                          if history["submission"] else None)
-    record.candidates = history["candidates"]
+    record.candidates = [Lineage.model_validate(c) for c in history["candidates"]]
     record.submitted = record.submission is not None
     record.final_test = result["test_score"] if record.submitted else record.initial_test
     record.gain = result["gain"] if record.submitted else 0.0

@@ -46,5 +46,6 @@ def research_spec(task: Task, agent: AgentAdapter, workspace: Path, grader_socke
     return SandboxSpec(
         mounts=mounts, env=env, cwd=INSIDE_WORKSPACE,
         limits=Limits(wall_seconds=wall_seconds, memory_mb=int(memory_gb * 4096), pids=512,
-                      file_size_mb=4096, open_files=4096, tmp_mb=1024),
+                      file_size_mb=max(1, int(task.spec.resources.max_file_gb * 1024)),
+                      open_files=4096, tmp_mb=1024),
         unix_sockets={INSIDE_GRADER: grader_socket}, tcp_relays=relays)

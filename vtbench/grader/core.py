@@ -61,6 +61,15 @@ log = logging.getLogger("vtbench.grader")
 PRISTINE = "pristine"
 
 
+def normalised(gain: float | None, spread: float | None) -> float | None:
+    """Gain over (reference - initial); a gain of exactly 0 is 0 even where they tie."""
+    if gain is None:
+        return None
+    if gain == 0:
+        return 0.0
+    return gain / spread if spread else None
+
+
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -262,7 +271,7 @@ class Grader:
         return TestResult(
             episode=episode_id, task=task.id, state=state, test_score=final, initial=initial,
             reference=reference, gain=gain,
-            normalised_gain=gain / spread if gain is not None and spread else None,
+            normalised_gain=normalised(gain, spread),
             error=result.get("error"))
 
     # -- episode routes ----------------------------------------------------------------
