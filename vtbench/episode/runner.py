@@ -149,10 +149,13 @@ def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, gra
         while process.poll() is None:
             time.sleep(1.0)
             status = client.request("GET", f"/v1/operator/episodes/{state['episode']}/history")
-            for validation in status["validations"][seen:]:
+            settled = [v for v in status["validations"]
+                        if v["score"] is not None or v["error"] is not None]
+            for validation in settled[seen:]:
+                outcome = validation["score"] if validation["error"] is None else "failed"
                 events(f"validation {validation['index']}: {validation['candidate']} "
-                       f"-> {validation['score']}")
-            seen = len(status["validations"])
+                       f"-> {outcome}")
+            seen = len(settled)
             if status["submission"] is not None:
                 events("submission recorded; stopping the agent")
                 process.kill_tree()

@@ -1,0 +1,39 @@
+"""The built-in reference agent in a real episode (quick copy of arith), and the change
+classifier describing what it really did."""
+
+from pathlib import Path
+
+import pytest
+
+from vtbench.analysis import episode_history
+from vtbench.episode.runner import RunOptions, run_episode
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_reference_agent_co_designs_and_is_classified_as_it_acted(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    record, path = run_episode(RunOptions(task=str(prepared_arith), agent="reference",
+                                          out=tmp_path, budget_minutes=10))
+    assert record.status == "finished" and record.submitted
+    assert record.validations_used == 5
+    origins = {c.name: c.origin for c in record.candidates}
+    assert origins["models/initial"] == "initial"
+    assert origins["models/clean-data"] == origins["models/tuned-a"] == "trained"
+    merged = next(c for c in record.candidates if c.name == "models/merged")
+    assert merged.origin == "merged" and merged.method == "linear"
+    assert sorted(merged.parents) == ["models/tuned-a", "models/tuned-b"]
+
+    history = episode_history(record, path.parent)
+    assert history.classified, history.error
+    steps = {s.candidate: s for s in history.steps if s.event == "validation"}
+    data_change = steps["models/clean-data"].change
+    assert data_change is not None and data_change.touched == ["D"]
+    data_kinds = set(data_change.components[0].kinds)
+    assert {"filter", "augment"} <= data_kinds
+    trainer_change = steps["models/tuned-a"].change
+    assert trainer_change is not None and trainer_change.touched == ["T"]
+    assert {"algorithm", "hyperparameters"} <= set(trainer_change.components[0].kinds)
+    assert steps["models/merged"].origin == "merged"
+    assert steps["models/merged"].change is not None
+    assert steps["models/merged"].change.touched == []
