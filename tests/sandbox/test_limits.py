@@ -173,7 +173,7 @@ def test_the_sandbox_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
         "import sys, time\n"
         "from vtbench.sandbox import SandboxSpec, get_sandbox\n"
         "marker = 'vtbench-parent-' + sys.argv[1]\n"
-        "get_sandbox('bwrap').start(['/bin/sh', '-c', 'sleep 30; : ' + marker], SandboxSpec())\n"
+        "get_sandbox('bwrap').start(['/bin/sh', '-c', 'sleep 120; : ' + marker], SandboxSpec())\n"
         "print('started', flush=True)\n"
         "time.sleep(60)\n"
     )
@@ -187,7 +187,7 @@ def test_the_sandbox_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
     finally:
         runner.kill()  # SIGKILL: the runner gets no chance to clean up
         runner.wait()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while host_processes_matching(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert host_processes_matching(marker) == []
