@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tasks.helpers import reference_rows
 from tests.tasks.test_toolcalc import CompletionServer
 from vtbench.tasks import find_task
 from vtbench.tasks.materialize import materialize
@@ -126,20 +127,8 @@ def test_the_public_data_has_wrong_labels_junk_and_duplicates() -> None:
     assert len({json.dumps(row) for row in rows}) < len(rows) * 0.9
 
 
-def test_every_row_fits_the_trainer_context() -> None:
-    longest = max(len(row["prompt"]) + len(row["completion"]) for row in BUILDER.public_rows())
-    assert longest + 2 <= 192  # bos and eos
-
-
-def reference_rows(tmp_path: Path) -> list[dict]:
-    materialize(TASK, tmp_path, components=("data",))
-    REFERENCE.apply_data(tmp_path / "data", TASK)
-    text = (tmp_path / "data" / "train.jsonl").read_text()
-    return [json.loads(line) for line in text.splitlines()]
-
-
 def test_reference_data_has_true_labels_in_the_harness_format(tmp_path: Path) -> None:
-    rows = reference_rows(tmp_path)
+    rows = reference_rows(TASK, tmp_path)
     assert len(rows) >= 2000
     for row in rows:
         text = BUILDER.row_input(row)["text"]
@@ -149,7 +138,7 @@ def test_reference_data_has_true_labels_in_the_harness_format(tmp_path: Path) ->
 
 
 def test_reference_data_has_no_duplicates_and_fixes_the_shift(tmp_path: Path) -> None:
-    rows = reference_rows(tmp_path)
+    rows = reference_rows(TASK, tmp_path)
     keys = [BUILDER.normalize(BUILDER.row_input(row)) for row in rows]
     assert len(set(keys)) == len(keys)
     templates = Counter(template_of(BUILDER.row_input(row)["text"]) for row in rows)

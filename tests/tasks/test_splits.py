@@ -46,3 +46,9 @@ def test_committed_public_data_is_what_the_builder_makes(task) -> None:
         json.dumps(r, sort_keys=True) for r in task.builder.public_rows()
     ]
 
+
+
+@pytest.mark.parametrize("task", TINY_TASKS, ids=lambda t: t.id)
+def test_every_public_row_fits_the_tiny_trainer_context(task) -> None:
+    longest = max(len(row["prompt"]) + len(row["completion"]) for row in task.builder.public_rows())
+    assert longest + 2 <= 192  # bos and eos, one token per character

@@ -15,6 +15,7 @@ from types import ModuleType
 
 import pytest
 
+from tests.tasks.helpers import reference_rows
 from vtbench.tasks import find_task
 from vtbench.tasks.materialize import materialize
 
@@ -140,22 +141,10 @@ def test_the_public_data_mostly_answers_without_the_calculator_and_has_wrong_row
     assert any(row["prompt"].startswith("Q: ") for row in rows)
 
 
-def test_every_row_fits_the_trainer_context() -> None:
-    longest = max(len(row["prompt"]) + len(row["completion"]) for row in BUILDER.public_rows())
-    assert longest + 2 <= 192  # bos and eos
-
-
 # --- the reference ------------------------------------------------------------------------
 
-def reference_rows(tmp_path: Path) -> list[dict]:
-    materialize(TASK, tmp_path, components=("data",))
-    REFERENCE.apply_data(tmp_path / "data", TASK)
-    text = (tmp_path / "data" / "train.jsonl").read_text()
-    return [json.loads(line) for line in text.splitlines()]
-
-
 def test_reference_data_calls_the_calculator_with_true_results(tmp_path: Path) -> None:
-    rows = reference_rows(tmp_path)
+    rows = reference_rows(TASK, tmp_path)
     assert len(rows) >= 2000
     for row in rows:
         question = BUILDER.row_input(row)["question"]
@@ -167,7 +156,7 @@ def test_reference_data_calls_the_calculator_with_true_results(tmp_path: Path) -
 
 
 def test_reference_data_has_no_duplicates_and_fixes_the_shift(tmp_path: Path) -> None:
-    rows = reference_rows(tmp_path)
+    rows = reference_rows(TASK, tmp_path)
     keys = [BUILDER.normalize(BUILDER.row_input(row)) for row in rows]
     assert len(set(keys)) == len(keys)
     phrasings = Counter(phrasing_of(BUILDER.row_input(row)["question"]) for row in rows)
