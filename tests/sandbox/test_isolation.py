@@ -3,6 +3,7 @@
 import os
 import pwd
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -75,7 +76,11 @@ def test_host_processes_and_their_environment_are_invisible(
     marker = f"VTBENCH_SECRET_{uuid.uuid4().hex}"
     host = subprocess.Popen(["sleep", "30"], env={"API_KEY": marker})
     try:
-        assert marker.encode() in Path(f"/proc/{host.pid}/environ").read_bytes()
+        environ = Path(f"/proc/{host.pid}/environ")
+        deadline = time.monotonic() + 10  # empty until the child has exec'd
+        while marker.encode() not in environ.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert marker.encode() in environ.read_bytes()
         script = "cat /proc/[0-9]*/environ 2>/dev/null; echo; ls /proc | grep -c '^[0-9]'"
         result = sandbox.run(["/bin/sh", "-c", script], python_spec())
     finally:
