@@ -26,7 +26,7 @@ def direct_evaluation(task, model: Path, items: list, harness: Path | None):
     harness talks to the server over TCP on 127.0.0.1; scoring is the same."""
     from vtbench.evaluation import EvaluationResult
     from vtbench.evaluation.scoring import score_outputs
-    from vtbench.models.server import serve_model
+    from vtbench.models.serving import serve_model
     from vtbench.tasks.materialize import materialize
 
     with tempfile.TemporaryDirectory() as tmp:

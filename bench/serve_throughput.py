@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 
 from vtbench.models.checkpoint import load_checkpoint, load_tokenizer
-from vtbench.models.server import serve_model
+from vtbench.models.serving import serve_model
 from vtbench.models.tiny import new_tiny_model, save_checkpoint
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from vtbench.errors import CheckpointError, MissingDependency, ModelServerError
 from vtbench.models.checkpoint import load_checkpoint, load_tokenizer
-from vtbench.models.server import ModelServer, TransformersServer, resolve_server, serve_model
+from vtbench.models.serving import ModelServer, TransformersServer, resolve_server, serve_model
 from vtbench.models.tiny import new_tiny_model, save_checkpoint
 
 PROMPTS = ["The quick brown fox", "x", "12+30=", "def f(a, b):\n    return",
@@ -230,7 +230,7 @@ def test_a_server_that_dies_surfaces_as_an_error_not_a_hang(model_dir: Path) -> 
 
 def test_the_server_exits_when_the_process_that_started_it_is_killed(model_dir: Path) -> None:
     script = ("import sys, time; from pathlib import Path\n"
-              "from vtbench.models.server import serve_model\n"
+              "from vtbench.models.serving import serve_model\n"
               "with serve_model(Path(sys.argv[1])) as s:\n"
               "    print(s.pid, flush=True); time.sleep(600)\n")
     parent = subprocess.Popen([sys.executable, "-c", script, str(model_dir)],

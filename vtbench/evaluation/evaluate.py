@@ -18,7 +18,7 @@ from typing import Any
 from vtbench.evaluation.harness import run_harness
 from vtbench.evaluation.result import EvaluationResult
 from vtbench.evaluation.scoring import score_outputs
-from vtbench.models.server import serve_model
+from vtbench.models.serving import serve_model
 from vtbench.sandbox import get_sandbox
 from vtbench.tasks.materialize import materialize
 from vtbench.tasks.registry import Task

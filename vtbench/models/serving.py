@@ -1,0 +1,248 @@
+"""The handle other code uses to run our model server (or vLLM) for one checkpoint.
+
+:class:`ModelServer` is the protocol; :class:`TransformersServer` (ours,
+:mod:`vtbench.models.server`, the default) and :class:`VllmServer` (when ``vllm`` is
+installed) run the server in a subprocess, picked by name through :func:`resolve_server`;
+:func:`serve_model` starts one and yields it once ``/health`` answers::
+
+    with serve_model(Path("models/initial")) as server:
+        with server.client() as http:           # httpx over the unix socket
+            http.post("/v1/completions", json={"prompt": "2+2=", "max_tokens": 4})
+
+A server that exits while starting raises :class:`CheckpointError` (bad weights) or
+:class:`ModelServerError` with its last log line, never hangs; ``stop`` terminates it, and
+it exits by itself if its parent dies.
+"""
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from vtbench.errors import CheckpointError, MissingDependency, ModelServerError
+from vtbench.models.server import CHECKPOINT_EXIT_CODE, MAX_SOCKET_PATH
+
+if TYPE_CHECKING:
+    import httpx
+
+class ModelServer(Protocol):
+    """A running OpenAI-compatible server for one checkpoint (use as a context manager)."""
+
+    socket: Path
+    """The unix socket it listens on."""
+    port: int | None
+    """Its TCP port on 127.0.0.1, when one was asked for (0 asks for any free port)."""
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` with a port, else ``http://localhost/v1`` (socket)."""
+        ...
+
+    @property
+    def pid(self) -> int | None:
+        """The server process id while it runs (for CPU accounting)."""
+        ...
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def client(self, timeout: float = 600.0) -> "httpx.Client":
+        """An httpx client over the unix socket; paths are relative (``/v1/completions``)."""
+        ...
+    def stats(self) -> dict[str, Any]:
+        """Batching counters from ``/v1/stats`` (``requests``, ``generate_calls``,
+        ``generate_seconds``, ...); empty for a backend without them."""
+        ...
+    def check_alive(self) -> None:
+        """Raise :class:`ModelServerError` (with the last log line) if the process has died."""
+        ...
+    def __enter__(self) -> "ModelServer": ...
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None: ...
+
+
+class _ServerProcess:
+    """Runs a server command in a subprocess; shared by the backends."""
+
+    def __init__(self, model_dir: Path, socket: Path | None = None, *,
+                 port: int | None = None, device: str = "auto", threads: int = 1,
+                 max_batch: int = 64, startup_timeout: float = 180.0,
+                 extra_args: Sequence[str] = ()) -> None:
+        self.model_dir = Path(model_dir)
+        self._own_dir: Path | None = None
+        if socket is None:  # a private folder of our own, removed on stop
+            self._own_dir = Path(tempfile.mkdtemp(prefix="vtb-srv-"))
+            socket = self._own_dir / "model.sock"
+        self.socket = Path(socket)
+        if len(str(self.socket)) > MAX_SOCKET_PATH:
+            raise ModelServerError(f"{self.socket}: socket path too long for AF_UNIX",
+                                   hint=f"use a path under {MAX_SOCKET_PATH} characters")
+        self.port, self.device, self.threads = port, device, threads
+        self.max_batch, self.startup_timeout = max_batch, startup_timeout
+        self.extra_args = list(extra_args)  # backend-specific flags, e.g. ["--window-ms", "100"]
+        self.log_path = self.socket.with_suffix(".log")
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1" if self.port else "http://localhost/v1"
+
+    def client(self, timeout: float = 600.0) -> "httpx.Client":
+        import httpx
+
+        return httpx.Client(transport=httpx.HTTPTransport(uds=str(self.socket)),
+                            base_url="http://localhost", timeout=timeout)
+
+    def stats(self) -> dict[str, Any]:
+        self.check_alive()
+        with self.client(timeout=30.0) as http:
+            answer = http.get("/v1/stats")
+        return dict(answer.json()) if answer.status_code == 200 else {}
+
+    def start(self) -> None:
+        from vtbench.models.checkpoint import check_checkpoint
+
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "OMP_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false"}
+        try:
+            check_checkpoint(self.model_dir)
+            command = self.command()
+            with self.log_path.open("wb") as log:
+                self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                                 stdin=subprocess.DEVNULL, env=env)
+            self._wait_until_healthy()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_until_healthy(self) -> None:
+        import httpx
+
+        deadline = time.monotonic() + self.startup_timeout
+        with self.client(timeout=5.0) as http:
+            while time.monotonic() < deadline:
+                self.check_alive()
+                if self.socket.exists():
+                    with contextlib.suppress(httpx.TransportError):
+                        answer = http.get("/health")
+                        if answer.status_code == 200:
+                            if self.port == 0:
+                                self.port = answer.json().get("port")
+                            return
+                time.sleep(0.05)
+        raise ModelServerError(
+            f"model server for {self.model_dir} did not answer within {self.startup_timeout:.0f}s",
+            hint=f"see {self.log_path}")
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def check_alive(self) -> None:
+        process = self._process
+        if process is None:
+            raise ModelServerError("model server is not started", hint="call start() first")
+        code = process.poll()
+        if code is None:
+            return
+        last = _last_line(self.log_path) or f"exit code {code}"
+        if code == CHECKPOINT_EXIT_CODE:
+            raise CheckpointError(last.removeprefix("error: "))
+        raise ModelServerError(f"model server exited ({code}): {last}",
+                               hint=f"see {self.log_path}")
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._own_dir is not None:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
+
+    def __enter__(self) -> "_ServerProcess":
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.stop()
+
+
+class TransformersServer(_ServerProcess):
+    """Our server (:mod:`vtbench.models.server`) on the CPU or one CUDA device."""
+
+    def command(self) -> list[str]:
+        command = [sys.executable, "-m", "vtbench.models.server", "--model", str(self.model_dir),
+                   "--socket", str(self.socket), "--device", self.device,
+                   "--threads", str(self.threads), "--max-batch", str(self.max_batch),
+                   "--exit-with-parent", str(os.getpid())]
+        port = ["--port", str(self.port)] if self.port is not None else []
+        return command + port + self.extra_args
+
+
+class VllmServer(_ServerProcess):
+    """vLLM's OpenAI server on the same socket; ``$VTBENCH_VLLM_PYTHON`` may name its Python."""
+
+    def command(self) -> list[str]:
+        python = os.environ.get("VTBENCH_VLLM_PYTHON", sys.executable)
+        if python == sys.executable and importlib.util.find_spec("vllm") is None:
+            raise MissingDependency("the vllm backend needs the vllm package",
+                                    hint="pip install 'vtbench[gpu]' (or pip install vllm)")
+        if self.port is not None:
+            raise ModelServerError("the vllm backend listens on the unix socket only",
+                                   hint="leave port unset")
+        return [python, "-m", "vllm.entrypoints.openai.api_server", "--model",
+                str(self.model_dir), "--uds", str(self.socket), "--load-format",
+                "safetensors", "--served-model-name", self.model_dir.resolve().name,
+                "--max-num-seqs", str(self.max_batch), "--generation-config", "vllm",
+                *self.extra_args]
+
+
+SERVER_BACKENDS: dict[str, type[_ServerProcess]] = {
+    "transformers": TransformersServer, "vllm": VllmServer}
+
+
+def resolve_server(name: str) -> type[_ServerProcess]:
+    """The server backend called ``name``; an unknown name lists the valid ones."""
+    try:
+        return SERVER_BACKENDS[name]
+    except KeyError:
+        raise ModelServerError(f"unknown model server backend {name!r}",
+                               hint=f"choose one of {', '.join(SERVER_BACKENDS)}") from None
+
+
+@contextlib.contextmanager
+def serve_model(model_dir: Path, socket: Path | None = None, *,
+                backend: str = "transformers", **options: Any) -> Iterator[ModelServer]:
+    """Start a server for ``model_dir``, yield it once healthy, stop it on exit.
+
+    ``options`` are ``port``, ``device``, ``threads``, ``max_batch``, ``startup_timeout``
+    and ``extra_args`` (flags passed to the backend's command line).
+    """
+    server = resolve_server(backend)(model_dir, socket, **options)
+    with server:
+        yield server
+
+
+def _last_line(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+        lines = [line for line in lines if line]
+        errors = [line for line in lines if line.startswith("error:")]
+        return (errors or lines or [""])[-1]
+    return ""
+
