@@ -36,6 +36,17 @@ def _wait_for(marker: str, timeout: float = 20) -> list[str]:
     return []
 
 
+def _wait_for_command(marker: str, timeout: float = 20) -> bool:
+    """Wait for the sandboxed ``/bin/sh`` itself (bwrap's own command line carries the
+    marker too, from its first instruction on)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(line.split(" ", 1)[1].startswith("/bin/sh") for line in _wait_for(marker, 1)):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_the_wall_limit_kills_a_double_forked_child_that_ignores_sigterm(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
@@ -183,7 +194,7 @@ def test_the_sandbox_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
     runner = subprocess.Popen([sys.executable, "-c", parent, token], stdout=subprocess.PIPE)
     try:
         assert runner.stdout is not None and runner.stdout.readline() == b"started\n"
-        assert _wait_for(marker), "the sandboxed sleeper never started"
+        assert _wait_for_command(marker), "the sandboxed sleeper never started"
     finally:
         runner.kill()  # SIGKILL: the runner gets no chance to clean up
         runner.wait()

@@ -37,6 +37,8 @@ _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "localtime
         "alternatives", "protocols", "services", "mime.types")
 _TOP = ("bin", "sbin", "lib", "lib64", "lib32")
 _LAUNCH_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+_READY_SECONDS = 30.0
+"""How long ``start`` waits for the command to start in the sandbox (milliseconds, usually)."""
 
 class _NamespaceKiller:
     """Signals every process of the sandbox's pid namespace, found through bwrap's
@@ -47,17 +49,48 @@ class _NamespaceKiller:
         self._outer = outer
         self._ns: tuple[int, int] | None = None
 
+    def wait_ready(self, timeout: float) -> None:
+        """Read bwrap's report. bwrap writes it right after binding its lifetime to its
+        parent's, so once this returns a SIGKILL of the caller takes the sandbox with it;
+        returns early when bwrap exits without a report."""
+        if self._info_fd is None:
+            return
+        raw = b""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([self._info_fd], [], [], left)
+            chunk = os.read(self._info_fd, 65536) if ready else b""
+            raw += chunk
+            if not chunk or self._parse(raw):
+                break
+        os.close(self._info_fd)
+        self._info_fd = None
+
+    def _parse(self, raw: bytes) -> bool:
+        try:
+            info = json.loads(raw)
+            self._ns = (int(info["child-pid"]), int(info["pid-namespace"]))
+        except (ValueError, KeyError):
+            return False
+        return True
+
+    def wait_command(self, timeout: float) -> None:
+        """Wait until the command runs in the sandbox: bwrap's pid-1 reaper binds its
+        lifetime to bwrap's just after forking the command, so from then on the whole
+        sandbox dies with the caller. Returns early when bwrap exits."""
+        self.wait_ready(timeout)
+        if self._ns is None:
+            return
+        launcher = _cmdline(self._outer.pid)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self._outer.poll() is None:
+            members = [pid for pid in self._members() if pid != self._ns[0]]
+            if not _alive(self._ns[0]) or any(_cmdline(pid) != launcher for pid in members):
+                return
+            time.sleep(0.002)
+
     def _namespace(self) -> tuple[int, int] | None:
-        if self._ns is None and self._info_fd is not None:
-            ready, _, _ = select.select([self._info_fd], [], [], 1.0)
-            raw = os.read(self._info_fd, 65536) if ready else b""
-            os.close(self._info_fd)
-            self._info_fd = None
-            try:
-                info = json.loads(raw)
-                self._ns = (int(info["child-pid"]), int(info["pid-namespace"]))
-            except (ValueError, KeyError):
-                return None
+        self.wait_ready(1.0)
         return self._ns
 
     def _members(self) -> list[int]:
@@ -85,6 +118,17 @@ class _NamespaceKiller:
             _signal(namespace[0], signal.SIGKILL)
         if self._outer.poll() is None:
             _signal(self._outer.pid, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> bytes | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+
+
+def _alive(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}")
 
 
 def _ns_inode(pid: int) -> int | None:
@@ -234,8 +278,9 @@ class BwrapSandbox(RunsToCompletion):
         finally:
             for fd in fds:
                 os.close(fd)
-        return SandboxProcess(popen, _NamespaceKiller(info_read, popen), spec.limits,
-                              cleanup=_cleanup(cgroups))
+        killer = _NamespaceKiller(info_read, popen)
+        killer.wait_command(_READY_SECONDS)
+        return SandboxProcess(popen, killer, spec.limits, cleanup=_cleanup(cgroups))
 
 
 def _cleanup(cgroups: _cgroup.CgroupSet) -> Callable[[], str | None]:
