@@ -1,10 +1,12 @@
 """A scripted LLM provider on a real socket, speaking the real wire protocols.
 
 Stands in for the one thing that cannot exist here: a paid LLM API. It answers Anthropic
-Messages (``/v1/messages``, ``?beta=true`` too), OpenAI Chat Completions and OpenAI Responses,
-streaming (real SSE) or not, playing a script of :class:`Reply` turns. The next turn is the
-number of tool results already in the request (``tool_result`` blocks, ``role: tool``
-messages, ``function_call_output`` items), as a real agent loop advances; ``pick="sequence"``
+Messages (``/v1/messages``, ``?beta=true`` too), OpenAI Chat Completions, OpenAI Responses and
+the Gemini API (``/v1beta/models/<model>:generateContent``, ``:streamGenerateContent`` with
+``alt=sse`` or as a JSON array, ``:countTokens``), streaming (real SSE) or not, playing a
+script of :class:`Reply` turns. The next turn is the number of tool results already in the
+request (``tool_result`` blocks, ``role: tool`` messages, ``function_call_output`` items,
+``functionResponse`` parts), as a real agent loop advances; ``pick="sequence"``
 plays turns in arrival order instead. Every request is recorded with its headers. When the
 script runs out it fails loudly: HTTP 500 naming the problem, an entry in ``errors``, and
 the pytest fixture fails the test at teardown unless the test took the errors.
@@ -15,7 +17,9 @@ it into a conftest.py). It listens on a unix socket (``socket_path``) and on loo
 """
 
 import asyncio
+import json
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -39,10 +43,22 @@ from tests.fakes.wire import Reply, call, fail, say
 __all__ = ["RecordedRequest", "Reply", "ScriptedUpstream", "call", "fail", "say",
            "scripted_upstream"]
 
-Api = Literal["anthropic", "chat", "responses", "count_tokens"]
+Api = Literal["anthropic", "chat", "responses", "count_tokens", "gemini",
+              "gemini_count_tokens"]
 _PATHS: dict[str, Api] = {"/v1/messages": "anthropic", "/v1/chat/completions": "chat",
                           "/v1/responses": "responses",
                           "/v1/messages/count_tokens": "count_tokens"}
+_GEMINI = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):(?P<method>"
+                     r"generateContent|streamGenerateContent|countTokens)$")
+
+
+def route(path: str) -> tuple[Api | None, str | None]:
+    """The API a path speaks and, for Gemini, the model the path names."""
+    match = _GEMINI.match(path)
+    if match is None:
+        return _PATHS.get(path), None
+    method = match["method"]
+    return ("gemini_count_tokens" if method == "countTokens" else "gemini"), match["model"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +74,12 @@ class RecordedRequest:
     """Script index answered, or None (unscripted route)."""
 
 
+def _provider(api: str) -> str:
+    if api.startswith("gemini"):
+        return "gemini"
+    return "anthropic" if api in ("anthropic", "count_tokens") else "openai"
+
+
 def tool_results(api: Api, body: dict[str, Any]) -> int:
     """How many tool results the agent has sent back so far."""
     if api == "anthropic":
@@ -67,6 +89,10 @@ def tool_results(api: Api, body: dict[str, Any]) -> int:
                    if isinstance(block, dict) and block.get("type") == "tool_result")
     if api == "chat":
         return sum(1 for message in body.get("messages") or [] if message.get("role") == "tool")
+    if api == "gemini":
+        return sum(1 for content in body.get("contents") or [] if isinstance(content, dict)
+                   for part in content.get("parts") or []
+                   if isinstance(part, dict) and "functionResponse" in part)
     items = body.get("input")
     return sum(1 for item in items if isinstance(item, dict)
                and item.get("type") == "function_call_output") if isinstance(items, list) else 0
@@ -113,7 +139,7 @@ class ScriptedUpstream:
     # --- HTTP ---------------------------------------------------------------------------
 
     async def _handle(self, request: Request) -> Response:
-        api = _PATHS.get(request.url.path)
+        api, path_model = route(request.url.path)
         try:
             body = await request.json()
         except ValueError:
@@ -121,13 +147,19 @@ class ScriptedUpstream:
         if api is None or not isinstance(body, dict):
             message = f"unscripted request {request.method} {request.url.path}"
             return self._refuse(request, body, message)
-        if api == "count_tokens":
+        if api in ("count_tokens", "gemini_count_tokens"):
             self._record(request, body, api, None)
-            return JSONResponse({"input_tokens": 42})
+            return JSONResponse({"input_tokens": 42} if api == "count_tokens"
+                                else {"totalTokens": 42})
         step = self._next_step(api, body)
         self._record(request, body, api, step)
         if step >= len(self.script):
             return self._fail_loudly(api, step)
+        if api == "gemini":
+            assert path_model is not None
+            streaming = request.url.path.endswith(":streamGenerateContent")
+            sse = request.query_params.get("alt") == "sse"
+            return await self._answer_gemini(path_model, streaming, sse, self.script[step])
         return await self._answer(api, body, self.script[step])
 
     def _next_step(self, api: Api, body: dict[str, Any]) -> int:
@@ -153,8 +185,7 @@ class ScriptedUpstream:
                    f"script has {len(self.script)} replies ({api})")
         with self._lock:
             self.errors.append(message)
-        provider = "anthropic" if api == "anthropic" else "openai"
-        return JSONResponse(wire.error_body(provider, 500, message), 500)
+        return JSONResponse(wire.error_body(_provider(api), 500, message), 500)
 
     async def _answer(self, api: Api, body: dict[str, Any], reply: Reply) -> Response:
         model = str(body.get("model") or "scripted-model")
@@ -174,6 +205,19 @@ class ScriptedUpstream:
         else:
             events = wire.responses_events(reply, model)
         return StreamingResponse(self._stream(events, reply.pause),
+                                 media_type="text/event-stream")
+
+    async def _answer_gemini(self, model: str, streaming: bool, sse: bool, reply: Reply
+                             ) -> Response:
+        if reply.status != 200:
+            return JSONResponse(wire.error_body("gemini", reply.status, reply.error_message),
+                                reply.status)
+        if not streaming:
+            return JSONResponse(wire.gemini_response(reply, model))
+        if not sse:  # without alt=sse Google streams one JSON array of the same chunks
+            return Response(json.dumps(wire.gemini_chunks(reply, model)),
+                            media_type="application/json")
+        return StreamingResponse(self._stream(wire.gemini_events(reply, model), reply.pause),
                                  media_type="text/event-stream")
 
     async def _stream(self, events: list[bytes], pause: bool) -> AsyncIterator[bytes]:

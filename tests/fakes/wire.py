@@ -1,8 +1,9 @@
 """The providers' wire formats, written out for a scripted reply.
 
-Anthropic Messages (body and SSE events), OpenAI Chat Completions (body and chunks) and
-OpenAI Responses (body and SSE events), shaped like the real APIs' answers so that real
-clients (Claude Code, Codex, the SDKs) accept them.
+Anthropic Messages (body and SSE events), OpenAI Chat Completions (body and chunks), OpenAI
+Responses (body and SSE events) and the Gemini API (``GenerateContentResponse`` bodies and
+their ``alt=sse`` stream), shaped like the real APIs' answers so that real clients (Claude
+Code, Codex, the Gemini CLI, the SDKs) accept them.
 """
 
 import itertools
@@ -31,14 +32,16 @@ class Reply:
     output_tokens: int = 7
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
-    """Anthropic only; OpenAI has no cache-write count."""
+    """Anthropic only; OpenAI and Gemini have no cache-write count."""
+    thoughts_tokens: int = 0
+    """Gemini only: thinking tokens, reported apart from (and billed like) output tokens."""
     status: int = 200
     """Non-200: answer this status with the provider's error body."""
     error_message: str = "scripted upstream error"
     pause: bool = False
     """Streams only: after the first events, wait for ``ScriptedUpstream.gate``."""
     stream_error: str | None = None
-    """Anthropic streams only: after ``message_start``, send this ``error`` event and stop."""
+    """Anthropic and Gemini streams only: after the first event, send this error and stop."""
 
 
 def say(text: str, **usage: int) -> Reply:
@@ -58,7 +61,14 @@ def sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
     return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
 
 
+_GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                  429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+
+
 def error_body(provider: str, status: int, message: str) -> dict[str, Any]:
+    if provider == "gemini":
+        return {"error": {"code": status, "message": message,
+                          "status": _GOOGLE_STATUS.get(status, "UNKNOWN")}}
     if provider == "anthropic":
         kind = {429: "rate_limit_error", 529: "overloaded_error", 400: "invalid_request_error"}
         return {"type": "error", "error": {"type": kind.get(status, "api_error"),
@@ -223,3 +233,69 @@ def responses_events(reply: Reply, model: str) -> list[bytes]:
         events.append(event("response.output_item.done", output_index=index, item=item))
     events.append(event("response.completed", response=final))
     return events
+
+
+# --- Gemini API ------------------------------------------------------------------------------
+
+def gemini_usage(reply: Reply) -> dict[str, Any]:
+    """``usageMetadata``: the prompt count includes the cached tokens, thoughts are apart."""
+    prompt = reply.input_tokens + reply.cache_read_tokens
+    usage: dict[str, Any] = {
+        "promptTokenCount": prompt, "candidatesTokenCount": reply.output_tokens,
+        "totalTokenCount": prompt + reply.output_tokens + reply.thoughts_tokens,
+        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}]}
+    if reply.cache_read_tokens:
+        usage["cachedContentTokenCount"] = reply.cache_read_tokens
+    if reply.thoughts_tokens:
+        usage["thoughtsTokenCount"] = reply.thoughts_tokens
+    return usage
+
+
+def _gemini_parts(reply: Reply) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    if reply.text is not None:
+        parts.append({"text": reply.text})
+    if reply.tool is not None:
+        parts.append({"functionCall": {"name": reply.tool, "args": reply.arguments}})
+    return parts
+
+
+def _gemini_chunk(parts: list[dict[str, Any]], model: str, response_id: str,
+                  usage: dict[str, Any], finish: bool = False) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+    if finish:
+        candidate["finishReason"] = "STOP"
+    return {"candidates": [candidate], "usageMetadata": usage, "modelVersion": model,
+            "responseId": response_id}
+
+
+def gemini_response(reply: Reply, model: str) -> dict[str, Any]:
+    """A whole ``generateContent`` answer (a function call still ends with ``STOP``)."""
+    return _gemini_chunk(_gemini_parts(reply), model, new_id("resp"), gemini_usage(reply),
+                         finish=True)
+
+
+def gemini_chunks(reply: Reply, model: str) -> list[dict[str, Any]]:
+    """A ``streamGenerateContent`` answer as Google sends it: text in pieces, each function
+    call whole, every chunk with ``usageMetadata`` and only the last one complete."""
+    response_id = new_id("resp")
+    prompt = reply.input_tokens + reply.cache_read_tokens
+    partial = {"promptTokenCount": prompt, "totalTokenCount": prompt}
+    pieces = [[{"text": part}] for part in _halves(reply.text)] if reply.text else []
+    if reply.tool is not None:
+        pieces.append([{"functionCall": {"name": reply.tool, "args": reply.arguments}}])
+    pieces = pieces or [[{"text": ""}]]
+    chunks = [_gemini_chunk(parts, model, response_id, partial) for parts in pieces[:-1]]
+    chunks.append(_gemini_chunk(pieces[-1], model, response_id, gemini_usage(reply),
+                                finish=True))
+    if reply.stream_error is not None:
+        error = error_body("gemini", 503, reply.stream_error)
+        return [chunks[0] if len(chunks) > 1 else
+                _gemini_chunk([{"text": ""}], model, response_id, partial), error]
+    return chunks
+
+
+def gemini_events(reply: Reply, model: str) -> list[bytes]:
+    """The ``alt=sse`` form: one ``data:`` line per chunk, CRLF-delimited like Google's."""
+    return [f"data: {json.dumps(chunk)}\r\n\r\n".encode()
+            for chunk in gemini_chunks(reply, model)]

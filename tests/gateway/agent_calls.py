@@ -6,7 +6,8 @@ from typing import Any
 import httpx
 
 AGENT_KEY = "sk-agent-bogus-key-must-not-leave"
-MODELS = {"anthropic": "claude-test", "chat": "gpt-test", "responses": "gpt-test"}
+MODELS = {"anthropic": "claude-test", "chat": "gpt-test", "responses": "gpt-test",
+          "gemini": "gemini-test"}
 
 
 def request_for(api: str, stream: bool, model: str | None = None,
@@ -17,6 +18,11 @@ def request_for(api: str, stream: bool, model: str | None = None,
                 {"x-api-key": AGENT_KEY, "anthropic-version": "2023-06-01"},
                 {"model": model, "max_tokens": 256, "stream": stream,
                  "messages": [{"role": "user", "content": "list the files"}], **extra})
+    if api == "gemini":  # the model is in the path; the route, not the body, streams
+        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        return (f"/v1beta/models/{model}:{method}", {"x-goog-api-key": AGENT_KEY},
+                {"contents": [{"role": "user", "parts": [{"text": "list the files"}]}],
+                 **extra})
     headers = {"authorization": f"Bearer {AGENT_KEY}"}
     if api == "chat":
         return ("/v1/chat/completions", headers,

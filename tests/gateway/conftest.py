@@ -28,8 +28,10 @@ __all__ = ["scripted_upstream"]
 
 REAL_ANTHROPIC_KEY = "sk-ant-real-operator-key"
 REAL_OPENAI_KEY = "sk-real-operator-openai-key"
+REAL_GEMINI_KEY = "AIza-real-operator-gemini-key"
 PRICES = {"claude-test": Price(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75),
-          "gpt-test": Price(input=1.25, output=10.0, cache_read=0.125)}
+          "gpt-test": Price(input=1.25, output=10.0, cache_read=0.125),
+          "gemini-test": Price(input=2.0, output=12.0, cache_read=0.2)}
 
 
 def gateway_config(upstream: ScriptedUpstream) -> GatewayConfig:
@@ -38,6 +40,8 @@ def gateway_config(upstream: ScriptedUpstream) -> GatewayConfig:
                            api_key_env="VTB_TEST_ANTHROPIC_KEY"),
         openai=Upstream(base_url="http://upstream/v1", uds=upstream.socket_path,
                         api_key_env="VTB_TEST_OPENAI_KEY"),
+        gemini=Upstream(base_url="http://upstream", uds=upstream.socket_path,
+                        api_key_env="VTB_TEST_GEMINI_KEY"),
         prices=PRICES, default_price=Price(input=10.0, output=20.0))
 
 
@@ -67,6 +71,7 @@ class RunningGateway:
 def upstream_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VTB_TEST_ANTHROPIC_KEY", REAL_ANTHROPIC_KEY)
     monkeypatch.setenv("VTB_TEST_OPENAI_KEY", REAL_OPENAI_KEY)
+    monkeypatch.setenv("VTB_TEST_GEMINI_KEY", REAL_GEMINI_KEY)
 
 
 @pytest.fixture

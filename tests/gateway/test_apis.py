@@ -6,22 +6,22 @@ from typing import Any
 import pytest
 
 from tests.fakes.scripted_upstream import ScriptedUpstream, call, say
-from tests.gateway.agent_calls import send, sse_events
+from tests.gateway.agent_calls import MODELS, send, sse_events
 from tests.gateway.conftest import PRICES
 
-APIS = ["anthropic", "chat", "responses"]
+APIS = ["anthropic", "chat", "responses", "gemini"]
 USAGE = {"input_tokens": 120, "output_tokens": 33, "cache_read_tokens": 40,
          "cache_write_tokens": 5}
 
 
 def expected_usage(api: str) -> dict[str, int]:
-    # OpenAI has no cache-write count; the scripted upstream reports none there.
+    # OpenAI and Gemini have no cache-write count; the scripted upstream reports none there.
     return USAGE if api == "anthropic" else {**USAGE, "cache_write_tokens": 0}
 
 
 def expected_dollars(api: str) -> float:
     usage = expected_usage(api)
-    price = PRICES["claude-test" if api == "anthropic" else "gpt-test"]
+    price = PRICES[MODELS[api]]
     read = price.cache_read if price.cache_read is not None else price.input
     write = price.cache_write if price.cache_write is not None else price.input
     return (usage["input_tokens"] * price.input + usage["output_tokens"] * price.output
@@ -37,8 +37,15 @@ def tool_call_seen(api: str, stream: bool, body: Any) -> tuple[str, dict[str, An
         if api == "chat":
             function = body["choices"][0]["message"]["tool_calls"][0]["function"]
             return function["name"], json.loads(function["arguments"])
+        if api == "gemini":
+            call = body["candidates"][0]["content"]["parts"][-1]["functionCall"]
+            return call["name"], call["args"]
         item = body["output"][-1]
         return item["name"], json.loads(item["arguments"])
+    if api == "gemini":
+        [call] = [part["functionCall"] for e in body for part in
+                  e["candidates"][0]["content"]["parts"] if "functionCall" in part]
+        return call["name"], call["args"]
     if api == "anthropic":
         name = next(e["content_block"]["name"] for e in body
                     if e["type"] == "content_block_start"
@@ -100,10 +107,17 @@ def test_a_stream_is_rebuilt_into_one_answer_in_the_trajectory(
         assert json.loads(message["tool_calls"][0]["function"]["arguments"]) == {
             "cmd": "vtbench validate"}
         assert answer["choices"][0]["finish_reason"] == "tool_calls"
+    elif api == "gemini":
+        [candidate] = answer["candidates"]
+        assert candidate["content"]["parts"] == [
+            {"text": "Checking."},
+            {"functionCall": {"name": "exec_command", "args": {"cmd": "vtbench validate"}}}]
+        assert candidate["finishReason"] == "STOP"
+        assert answer["usageMetadata"]["candidatesTokenCount"] == 7
     else:
         assert [item["type"] for item in answer["output"]] == ["message", "function_call"]
         assert answer["status"] == "completed"
-    assert line.events > 3
+    assert line.events >= 3
     assert line.timings.first_event_ms is not None
     assert line.timings.first_event_ms <= line.timings.total_ms
 

@@ -6,10 +6,10 @@ import pytest
 
 from tests.fakes.scripted_upstream import ScriptedUpstream, say
 from tests.gateway.agent_calls import AGENT_KEY, send
-from tests.gateway.conftest import REAL_ANTHROPIC_KEY, REAL_OPENAI_KEY
+from tests.gateway.conftest import REAL_ANTHROPIC_KEY, REAL_GEMINI_KEY, REAL_OPENAI_KEY
 from vtbench.gateway import BUDGET_MESSAGE, Budget
 
-APIS = ["anthropic", "chat", "responses"]
+APIS = ["anthropic", "chat", "responses", "gemini"]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
@@ -29,6 +29,10 @@ def test_the_real_key_replaces_the_agents_key_upstream(
         assert "authorization" not in recorded.headers
         assert recorded.query == "beta=true"
         assert recorded.headers["anthropic-version"] == "2023-06-01"
+    elif api == "gemini":
+        assert recorded.headers["x-goog-api-key"] == REAL_GEMINI_KEY
+        assert not {"authorization", "x-api-key"} & set(recorded.headers)
+        assert recorded.query == ("alt=sse" if stream else "")
     else:
         assert recorded.headers["authorization"] == f"Bearer {REAL_OPENAI_KEY}"
         assert "x-api-key" not in recorded.headers
@@ -57,8 +61,10 @@ def test_the_real_key_never_appears_in_the_trajectory(
     scripted_upstream.play(say("hi"))
     gateway = start_gateway()
     send(gateway.client, "anthropic", stream=True)
+    send(gateway.client, "gemini", stream=True)
     text = gateway.episode.trajectory_path().read_text()
-    assert REAL_ANTHROPIC_KEY not in text and REAL_OPENAI_KEY not in text
+    for key in (REAL_ANTHROPIC_KEY, REAL_OPENAI_KEY, REAL_GEMINI_KEY):
+        assert key not in text
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
@@ -78,6 +84,10 @@ def test_a_spent_token_budget_refuses_in_the_providers_error_shape_without_upstr
     if api == "anthropic":
         assert body["type"] == "error"
         assert body["error"]["type"] == "invalid_request_error"
+        message = body["error"]["message"]
+    elif api == "gemini":
+        assert body["error"]["code"] == 400
+        assert body["error"]["status"] == "FAILED_PRECONDITION"
         message = body["error"]["message"]
     else:
         assert body["error"]["type"] == "insufficient_quota"

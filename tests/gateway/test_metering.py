@@ -18,7 +18,7 @@ def test_concurrent_requests_are_metered_exactly(
 ) -> None:
     scripted_upstream.play(say("ok", input_tokens=13, output_tokens=17, cache_read_tokens=3))
     gateway = start_gateway()
-    jobs = [(api, stream) for api in ("anthropic", "chat", "responses")
+    jobs = [(api, stream) for api in ("anthropic", "chat", "responses", "gemini")
             for stream in (False, True)] * 10
 
     with ThreadPoolExecutor(max_workers=16) as pool:
@@ -61,7 +61,7 @@ def test_a_stream_the_agent_abandons_is_still_metered_in_full(
     assert (totals.input_tokens, totals.output_tokens) == (21, 99)
 
 
-@pytest.mark.parametrize("api", ["anthropic", "chat", "responses"])
+@pytest.mark.parametrize("api", ["anthropic", "chat", "responses", "gemini"])
 def test_an_upstream_error_passes_through_and_is_logged(
     api: str, scripted_upstream: ScriptedUpstream, start_gateway: Any
 ) -> None:

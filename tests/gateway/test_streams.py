@@ -2,8 +2,14 @@
 
 from tests.fakes import wire
 from tests.fakes.wire import call, say
-from vtbench.gateway.streams import AnthropicStream, ChatStream, EventSplitter, event_data
-from vtbench.gateway.usage import openai_usage
+from vtbench.gateway.streams import (
+    AnthropicStream,
+    ChatStream,
+    EventSplitter,
+    GeminiStream,
+    event_data,
+)
+from vtbench.gateway.usage import gemini_usage, openai_usage
 
 
 def test_events_are_cut_the_same_at_every_chunk_boundary() -> None:
@@ -56,3 +62,36 @@ def test_openai_cached_tokens_are_taken_out_of_the_input_count() -> None:
 def test_missing_or_malformed_usage_counts_nothing_and_says_so() -> None:
     assert not openai_usage(None).reported
     assert openai_usage({"prompt_tokens": -3, "completion_tokens": "x"}).total == 0
+
+
+def test_gemini_usage_counts_cached_tokens_inside_the_prompt_and_thoughts_as_output() -> None:
+    usage = gemini_usage({"promptTokenCount": 100, "cachedContentTokenCount": 60,
+                          "toolUsePromptTokenCount": 5, "candidatesTokenCount": 7,
+                          "thoughtsTokenCount": 30, "totalTokenCount": 142})
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens) == (45, 60, 37)
+    assert usage.total == 142 and usage.reported
+    assert not gemini_usage(None).reported
+
+
+def test_a_gemini_stream_keeps_the_last_usage_and_joins_its_text_pieces() -> None:
+    watcher = GeminiStream()
+    reply = call("run_shell_command", {"command": "ls"}, text="Let me look.",
+                 input_tokens=10, output_tokens=4, thoughts_tokens=3)
+    for chunk in wire.gemini_chunks(reply, "gemini-test"):
+        watcher.feed(chunk)
+    usage = watcher.usage()
+    assert (usage.input_tokens, usage.output_tokens) == (10, 7)
+    [candidate] = watcher.result()["candidates"]
+    assert candidate["content"]["parts"] == [
+        {"text": "Let me look."}, {"functionCall": {"name": "run_shell_command",
+                                                    "args": {"command": "ls"}}}]
+    assert candidate["finishReason"] == "STOP"
+
+
+def test_gemini_thought_text_is_not_joined_to_answer_text() -> None:
+    watcher = GeminiStream()
+    for part in ({"text": "plan ", "thought": True}, {"text": "more", "thought": True},
+                 {"text": "answer"}):
+        watcher.feed({"candidates": [{"content": {"parts": [part]}}]})
+    parts = watcher.result()["candidates"][0]["content"]["parts"]
+    assert parts == [{"text": "plan more", "thought": True}, {"text": "answer"}]

@@ -1,12 +1,13 @@
 """The LLM gateway: a host-side proxy between a research agent and its LLM provider.
 
-It speaks the Anthropic Messages API and the OpenAI Chat Completions and Responses APIs
-toward the agent (streaming and not), forwards each request to the operator's upstream
-with the real API key (the key never enters the sandbox; any key the agent sends is
-dropped), meters input, cache and output tokens and dollars per episode in a SQLite (WAL)
-ledger, refuses requests once the episode's token or dollar budget is spent (before
-contacting the upstream, in the provider's own error shape), and logs every exchange as
-the research agent's trajectory (JSONL).
+It speaks the Anthropic Messages API, the OpenAI Chat Completions and Responses APIs and
+the Gemini API (generateContent, streamGenerateContent, countTokens) toward the agent
+(streaming and not), forwards each request to the operator's upstream with the real API
+key (the key never enters the sandbox; any key the agent sends, in a header or in the
+query, is dropped), meters input, cache and output tokens and dollars per episode in a
+SQLite (WAL) ledger, refuses requests once the episode's token or dollar budget is spent
+(before contacting the upstream, in the provider's own error shape), and logs every
+exchange as the research agent's trajectory (JSONL).
 
 Episode identity is the unix socket: each episode gets its own gateway app on its own
 socket path, bound into that episode's sandbox only, so no token exists inside the

@@ -1,5 +1,8 @@
 """The gateway as an ASGI app: one route per wire API, plus ``HEAD /`` for CLI probes.
 
+Any other Gemini API route (``/v1beta/...``: embeddings, file uploads, model lists) is
+refused with Google's own 404 body, so the Gemini CLI prints why; it reaches no upstream.
+
 The proxy routes are plain ASGI endpoints rather than request/response handlers so that a
 stream is relayed event by event and is read to its end even when the agent hangs up.
 """
@@ -14,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from vtbench.gateway.config import EpisodeGateway, GatewayConfig
-from vtbench.gateway.dialects import DIALECTS, Dialect
+from vtbench.gateway.dialects import DIALECTS, GEMINI_PREFIX, Dialect, not_served
 from vtbench.gateway.proxy import Gateway
 
 
@@ -33,6 +36,11 @@ async def _root(request: Request) -> Response:
     return JSONResponse({"service": "vtbench-gateway"})
 
 
+async def _gemini_not_served(request: Request) -> Response:
+    status, body = not_served(request.method, request.url.path)
+    return JSONResponse(body, status)
+
+
 def create_app(config: GatewayConfig, episode: EpisodeGateway) -> Starlette:
     """The app for one episode; its ledger and log open at startup, close at shutdown."""
     gateway = Gateway(config, episode)
@@ -47,6 +55,8 @@ def create_app(config: GatewayConfig, episode: EpisodeGateway) -> Starlette:
 
     routes = [Route("/", _root, methods=["GET", "HEAD"])]
     routes += [Route(d.path, _Endpoint(gateway, d), methods=["POST"]) for d in DIALECTS]
+    routes.append(Route(GEMINI_PREFIX + "{rest:path}", _gemini_not_served,
+                        methods=["GET", "POST", "PUT", "PATCH", "DELETE"]))
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
     return app

@@ -17,11 +17,23 @@ Example ``gateway.toml``::
     base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
 
+    [gemini]
+    base_url = "https://generativelanguage.googleapis.com"
+    api_key_env = "GEMINI_API_KEY"
+
     [prices."claude-sonnet-4-5"]
     input = 3.0
     output = 15.0
     cache_read = 0.3
     cache_write = 3.75
+
+    [prices."gemini-2.5-pro"]
+    input = 1.25
+    output = 10.0          # thinking tokens are billed as output
+    cache_read = 0.31
+
+The real key goes upstream as each provider expects it: ``x-api-key`` (Anthropic),
+``Authorization: Bearer`` (OpenAI), ``x-goog-api-key`` (Gemini).
 
 Prices are looked up by the request's ``model``: an exact key first, then the longest key
 that is a prefix of the model name (so ``claude-sonnet-4-5`` prices
@@ -40,7 +52,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from vtbench import layout
 from vtbench.errors import GatewayError, SpecError
 
-Provider = Literal["anthropic", "openai"]
+Provider = Literal["anthropic", "openai", "gemini"]
+PROVIDERS: tuple[Provider, ...] = ("anthropic", "openai", "gemini")
 
 
 class Strict(BaseModel):
@@ -64,7 +77,8 @@ class Upstream(Strict):
     """Where one provider's requests go and which key they carry."""
 
     base_url: str
-    """Provider root, e.g. ``https://api.anthropic.com`` or ``https://api.openai.com/v1``."""
+    """Provider root, e.g. ``https://api.anthropic.com``, ``https://api.openai.com/v1`` or
+    ``https://generativelanguage.googleapis.com``."""
     api_key_env: str | None = None
     """Name of the operator's environment variable holding the real key."""
     api_key: SecretStr | None = None
@@ -96,6 +110,8 @@ class GatewayConfig(Strict):
     """Upstream for the Anthropic Messages API; unset refuses those requests."""
     openai: Upstream | None = None
     """Upstream for the OpenAI Chat Completions and Responses APIs."""
+    gemini: Upstream | None = None
+    """Upstream for the Gemini API (generateContent, streamGenerateContent, countTokens)."""
     prices: dict[str, Price] = Field(default_factory=dict)
     """Per-model prices, keyed by model name or model-name prefix."""
     default_price: Price = Price(input=15.0, output=75.0)
@@ -104,7 +120,8 @@ class GatewayConfig(Strict):
     """Largest request body accepted from the agent."""
 
     def upstream(self, provider: Provider) -> Upstream | None:
-        return self.anthropic if provider == "anthropic" else self.openai
+        return {"anthropic": self.anthropic, "openai": self.openai,
+                "gemini": self.gemini}[provider]
 
     def price(self, model: str | None) -> Price:
         if model is None:
@@ -165,9 +182,9 @@ def load_config(path: Path) -> GatewayConfig:
 
 
 def _resolve_paths(config: GatewayConfig, base: Path) -> GatewayConfig:
-    updates = {}
-    for name in ("anthropic", "openai"):
-        upstream = getattr(config, name)
+    updates: dict[str, Upstream] = {}
+    for name in PROVIDERS:
+        upstream = config.upstream(name)
         if upstream is not None and upstream.uds is not None and not upstream.uds.is_absolute():
             updates[name] = upstream.model_copy(update={"uds": base / upstream.uds})
     return config.model_copy(update=updates) if updates else config

@@ -4,9 +4,10 @@ Trusted: the operator's config and environment (upstream URLs, real keys, prices
 runner's episode settings (identity, budget), and the provider's usage fields (the
 provider's own metering is the truth we bill by). Untrusted: everything the agent sends.
 Its body is parsed only to read ``model`` and ``stream`` and is otherwise forwarded as is
-(except that Chat Completions streams always ask for usage); its credential headers are
-dropped; it cannot name another episode or change a budget. A stream the agent abandons
-is still read to its end from the upstream so its usage is metered exactly.
+(except that Chat Completions streams always ask for usage); a Gemini route's model must be
+a plain model name; its credential headers and credential query parameters (Google's
+``key=``) are dropped; it cannot name another episode or change a budget. A stream the
+agent abandons is still read to its end from the upstream so its usage is metered exactly.
 
 Budgets are checked when a request arrives, against running totals of finished
 exchanges; usage is known only when an answer ends, so exchanges already in flight when
@@ -15,13 +16,15 @@ agent's concurrent requests use, and the ledger records it truthfully.
 """
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import httpx
 
-from vtbench.gateway.config import EpisodeGateway, GatewayConfig, Provider, Upstream
+from vtbench.gateway.config import PROVIDERS, EpisodeGateway, GatewayConfig, Provider, Upstream
 from vtbench.gateway.dialects import Dialect, ErrorKind, Prepared, is_usage_only_chunk
 from vtbench.gateway.store import State, UsageStore
 from vtbench.gateway.streams import EventSplitter, event_data
@@ -38,6 +41,7 @@ _HOP_BY_HOP = {
 }
 _CREDENTIAL_MARKS = ("key", "auth", "cookie", "token", "secret", "openai-organization",
                      "openai-project")
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def agent_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
@@ -51,11 +55,30 @@ def agent_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
     return kept
 
 
+def agent_query(query: str) -> str:
+    """The agent's query string without credential parameters (``key=``, ``access_token=``)."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    kept = [(name, value) for name, value in pairs
+            if not any(mark in name.lower() for mark in _CREDENTIAL_MARKS)]
+    return query if len(kept) == len(pairs) else urlencode(kept)
+
+
 def upstream_url(base_url: str, path: str, query: str) -> str:
+    """Join base and path; a version segment in both (``/v1``, ``/v1beta``) counts once."""
     base = base_url.rstrip("/")
-    if base.endswith("/v1") and path.startswith("/v1/"):
-        path = path[3:]
+    version = "/" + path.split("/")[1] if path.count("/") > 1 else None
+    if version and base.endswith(version):
+        path = path[len(version):]
     return f"{base}{path}" + (f"?{query}" if query else "")
+
+
+def key_header(provider: Provider, key: str) -> tuple[str, str]:
+    """The header carrying the real key, as each provider expects it."""
+    if provider == "anthropic":
+        return "x-api-key", key
+    if provider == "gemini":
+        return "x-goog-api-key", key
+    return "authorization", f"Bearer {key}"
 
 
 @dataclass
@@ -92,7 +115,7 @@ class Gateway:
         self.config = config
         self.episode = episode
         self._keys: dict[Provider, str | None] = {}
-        for provider in ("anthropic", "openai"):
+        for provider in PROVIDERS:
             upstream = config.upstream(provider)
             if upstream is not None:
                 self._keys[provider] = upstream.resolve_key(provider)
@@ -155,7 +178,12 @@ class Gateway:
         if not isinstance(payload, dict):
             return await self._refuse(ex, send, "bad_request", "request body is not a JSON object")
         ex.request = payload
-        ex.model = payload["model"] if isinstance(payload.get("model"), str) else None
+        if ex.dialect.model_in_path:
+            ex.model = str(scope.get("path_params", {}).get("model", ""))
+            if not _MODEL_NAME.fullmatch(ex.model):
+                return await self._refuse(ex, send, "bad_request", "not a model name")
+        else:
+            ex.model = payload["model"] if isinstance(payload.get("model"), str) else None
         client = self._clients.get(ex.dialect.provider)
         if client is None:
             message = f"the gateway has no {ex.dialect.provider} upstream configured"
@@ -179,9 +207,8 @@ class Gateway:
         headers.append(("accept-encoding", "identity"))
         key = self._keys[ex.dialect.provider]
         if key is not None:
-            headers.append(("x-api-key", key) if ex.dialect.provider == "anthropic"
-                           else ("authorization", f"Bearer {key}"))
-        url = upstream_url(upstream.base_url, ex.path, ex.query)
+            headers.append(key_header(ex.dialect.provider, key))
+        url = upstream_url(upstream.base_url, ex.path, agent_query(ex.query))
         request = client.build_request("POST", url, headers=headers, content=prepared.body)
         try:
             response = await client.send(request, stream=True)
@@ -250,7 +277,8 @@ class Gateway:
         except ValueError:
             parsed = body.decode("utf-8", "replace")
         ex.response = parsed
-        if response.is_success and isinstance(parsed, dict):
+        answer = isinstance(parsed, dict) or (ex.dialect.array_body and isinstance(parsed, list))
+        if response.is_success and answer:
             ex.usage, ex.state = ex.dialect.body_usage(parsed), "done"
         elif response.is_success:
             ex.error = "upstream answered a body that is not a JSON object"

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from vtbench.gateway.usage import Usage, anthropic_usage, openai_usage
+from vtbench.gateway.usage import Usage, anthropic_usage, gemini_usage, openai_usage
 
 _DELIMITERS = (b"\r\n\r\n", b"\n\n", b"\r\r")
 
@@ -197,6 +197,62 @@ class ResponsesStream:
         if self._response.get("output"):
             return self._response
         return {**self._response, "output": self._items}
+
+
+class GeminiStream:
+    """Gemini stream (``alt=sse``): every chunk may carry ``usageMetadata``, each a running
+    total; the last chunk that carries it counts. Parts are merged per candidate: adjacent
+    text pieces join, function calls stay whole. An ``error`` object ends the answer."""
+
+    def __init__(self) -> None:
+        self._head: dict[str, Any] = {}
+        self._candidates: dict[int, dict[str, Any]] = {}
+        self._usage: dict[str, Any] | None = None
+
+    def feed(self, event: dict[str, Any]) -> None:
+        if "error" in event:
+            self._head["error"] = event["error"]
+            return
+        for key in ("modelVersion", "responseId", "promptFeedback"):
+            if key in event:
+                self._head[key] = event[key]
+        if isinstance(event.get("usageMetadata"), dict):
+            self._usage = event["usageMetadata"]
+        for candidate in event.get("candidates") or []:
+            if isinstance(candidate, dict):
+                self._candidate(candidate)
+
+    def _candidate(self, chunk: dict[str, Any]) -> None:
+        index = chunk.get("index", 0)
+        index = index if isinstance(index, int) else 0
+        candidate = self._candidates.setdefault(
+            index, {"content": {"role": "model", "parts": []}, "index": index})
+        for key, value in chunk.items():
+            if key not in ("content", "index"):
+                candidate[key] = value
+        content = chunk.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, dict):
+                _add_part(candidate["content"]["parts"], part)
+
+    def usage(self) -> Usage:
+        return gemini_usage(self._usage)
+
+    def result(self) -> dict[str, Any]:
+        candidates = [self._candidates[i] for i in sorted(self._candidates)]
+        return {**self._head, "candidates": candidates, "usageMetadata": self._usage}
+
+
+def _add_part(parts: list[dict[str, Any]], part: dict[str, Any]) -> None:
+    """Join a text piece to the text before it (same ``thought`` flag), else append."""
+    last = parts[-1] if parts else None
+    plain = set(part) <= {"text", "thought"} and isinstance(part.get("text"), str)
+    if (plain and last is not None and set(last) <= {"text", "thought"}
+            and isinstance(last.get("text"), str) and last.get("thought") == part.get("thought")):
+        last["text"] += part["text"]
+    else:
+        parts.append(dict(part))
 
 
 class NoUsageStream:

@@ -34,7 +34,7 @@ class ExchangeRecord(BaseModel):
     exchange: int
     """Row id in the usage ledger."""
     api: str
-    """Dialect: anthropic-messages, openai-chat, openai-responses, ..."""
+    """Dialect: anthropic-messages, openai-chat, openai-responses, gemini-stream, ..."""
     path: str
     query: str
     model: str | None

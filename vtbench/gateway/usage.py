@@ -1,9 +1,11 @@
 """Token usage of one exchange as the provider reported it, and its price.
 
-All three wire APIs are normalised to four disjoint counts: uncached input, cache reads,
-cache writes and output. OpenAI reports cached tokens *inside* its input count; Anthropic
-reports them beside it; here ``input_tokens`` never includes the cached ones, so that
-``total_input`` is what the model read and ``total`` is what a token budget counts.
+All the wire APIs are normalised to four disjoint counts: uncached input, cache reads,
+cache writes and output. OpenAI and Gemini report cached tokens *inside* their input count;
+Anthropic reports them beside it; here ``input_tokens`` never includes the cached ones, so
+that ``total_input`` is what the model read and ``total`` is what a token budget counts.
+Gemini reports thinking tokens apart from the answer's (``thoughtsTokenCount``); both are
+output, as Google bills them.
 """
 
 from dataclasses import dataclass
@@ -83,3 +85,28 @@ def openai_usage(usage: dict[str, Any] | None) -> Usage:
         cache_read_tokens=cached,
         reported=True,
     )
+
+
+def gemini_usage(usage: Any) -> Usage:
+    """From a Gemini ``usageMetadata`` (cached tokens inside the prompt count, thoughts and
+    tool-use prompts apart)."""
+    if not isinstance(usage, dict):
+        return Usage()
+    prompt = _int(usage.get("promptTokenCount")) + _int(usage.get("toolUsePromptTokenCount"))
+    cached = min(_int(usage.get("cachedContentTokenCount")), prompt)
+    return Usage(
+        input_tokens=prompt - cached,
+        output_tokens=_int(usage.get("candidatesTokenCount"))
+        + _int(usage.get("thoughtsTokenCount")),
+        cache_read_tokens=cached,
+        reported=True,
+    )
+
+
+def gemini_answer_usage(body: Any) -> Usage:
+    """A whole answer: one response object, or a stream's chunks as one JSON array, where
+    the last chunk carrying ``usageMetadata`` holds the answer's totals."""
+    chunks = body if isinstance(body, list) else [body]
+    reported = [chunk["usageMetadata"] for chunk in chunks
+                if isinstance(chunk, dict) and isinstance(chunk.get("usageMetadata"), dict)]
+    return gemini_usage(reported[-1]) if reported else Usage()
