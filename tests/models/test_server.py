@@ -237,12 +237,30 @@ def test_the_server_exits_when_the_process_that_started_it_is_killed(model_dir: 
                               stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
     server_pid = int(parent.stdout.readline())
+    template_pid = _parent_of(server_pid)
+    assert template_pid != parent.pid
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and _running(server_pid):
+    while time.monotonic() < deadline and (_running(server_pid) or _running(template_pid)):
         time.sleep(0.2)
     assert not _running(server_pid)
+    assert not _running(template_pid)
+
+
+def test_servers_are_forks_of_one_warm_template_not_children_of_the_caller(
+        model_dir: Path) -> None:
+    parents = []
+    for _ in range(2):
+        with serve_model(model_dir) as running:
+            assert running.pid is not None
+            parents.append(_parent_of(running.pid))
+    assert parents[0] == parents[1] != os.getpid()
+    assert "vtbench.models.template" in Path(f"/proc/{parents[0]}/cmdline").read_text()
+
+
+def _parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _running(pid: int) -> bool:

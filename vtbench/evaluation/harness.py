@@ -6,6 +6,7 @@ folder holding ``inputs.jsonl`` (ids and inputs, never labels) and its ``outputs
 """
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -93,10 +94,14 @@ def run_harness(
     with stderr_path.open("wb") as stderr:
         process = sandbox.start(argv, harness_spec(harness_dir, io_dir, server_socket, timeout),
                                 stdout=stderr, stderr=stderr)
-        while process.poll() is None:
+        while True:
             if on_progress:
                 on_progress(_count_lines(io_dir / "outputs.jsonl"))
-            time.sleep(0.25)
+            try:
+                process.wait(timeout=0.25)
+                break
+            except subprocess.TimeoutExpired:
+                continue
     outputs = io_dir / "outputs.jsonl"
     text = outputs.read_text(errors="replace") if outputs.is_file() else ""
     return HarnessRun(

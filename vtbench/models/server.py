@@ -17,8 +17,10 @@ accepted. Streaming, ``echo``, penalties and token-id prompts are refused with a
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -283,8 +285,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="stop collecting once no request arrived for this long")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    parser.add_argument("--exit-with-parent", type=int, metavar="PID",
-                        help="exit when process PID is no longer the parent")
+    parser.add_argument("--exit-with", type=int, metavar="PID",
+                        help="exit as soon as process PID exits")
     return parser
 
 
@@ -303,13 +305,21 @@ def _listen(socket_path: Path, port: int | None) -> list[socket.socket]:
     return sockets
 
 
-def _watch_parent(parent: int) -> None:
+def _exit_with(owner: int) -> None:
+    """SIGTERM this process as soon as process ``owner`` exits (watched through a pidfd,
+    so it works whether or not ``owner`` is the parent)."""
+    try:
+        pidfd = os.pidfd_open(owner)
+    except ProcessLookupError:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
+        with contextlib.suppress(OSError):
+            select.select([pidfd], [], [])
         os.kill(os.getpid(), signal.SIGTERM)
 
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    threading.Thread(target=watch, name="owner-watch", daemon=True).start()
 
 
 def run_server(args: argparse.Namespace) -> None:
@@ -321,8 +331,8 @@ def run_server(args: argparse.Namespace) -> None:
     from vtbench.models.batching import BatchEngine
     from vtbench.models.checkpoint import load_checkpoint, load_tokenizer
 
-    if args.exit_with_parent:
-        _watch_parent(args.exit_with_parent)
+    if args.exit_with:
+        _exit_with(args.exit_with)
     torch.set_num_threads(args.threads)
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()

@@ -11,7 +11,9 @@ installed) run the server in a subprocess, picked by name through :func:`resolve
 
 A server that exits while starting raises :class:`CheckpointError` (bad weights) or
 :class:`ModelServerError` with its last log line, never hangs; ``stop`` terminates it, and
-it exits by itself if its parent dies.
+it exits by itself when the process that started it dies. Our server is forked from a
+warm template process (:mod:`vtbench.models.template`), so a start costs the checkpoint
+load, not the imports.
 """
 
 import contextlib
@@ -68,8 +70,22 @@ class ModelServer(Protocol):
                  trace: TracebackType | None) -> None: ...
 
 
+class _Process(Protocol):
+    """What a handle needs of its server process (``subprocess.Popen`` has it)."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 class _ServerProcess:
     """Runs a server command in a subprocess; shared by the backends."""
+
+    graceful_stop = True
+    """``stop`` sends SIGTERM and waits (else SIGKILL: for a server with nothing to save)."""
 
     def __init__(self, model_dir: Path, socket: Path | None = None, *,
                  port: int | None = None, device: str = "auto", threads: int = 1,
@@ -88,7 +104,15 @@ class _ServerProcess:
         self.max_batch, self.startup_timeout = max_batch, startup_timeout
         self.extra_args = list(extra_args)  # backend-specific flags, e.g. ["--window-ms", "100"]
         self.log_path = self.socket.with_suffix(".log")
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: _Process | None = None
+
+    def launch(self) -> "_Process":
+        """Start the server process, its output going to :attr:`log_path`."""
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "OMP_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false"}
+        with self.log_path.open("wb") as log:
+            return subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env)
 
     def command(self) -> list[str]:
         raise NotImplementedError
@@ -100,7 +124,8 @@ class _ServerProcess:
     def client(self, timeout: float = 600.0) -> "httpx.Client":
         import httpx
 
-        return httpx.Client(transport=httpx.HTTPTransport(uds=str(self.socket)),
+        # plain HTTP over a unix socket: no TLS context to build (it costs 25 ms)
+        return httpx.Client(transport=httpx.HTTPTransport(uds=str(self.socket), verify=False),
                             base_url="http://localhost", timeout=timeout)
 
     def stats(self) -> dict[str, Any]:
@@ -112,14 +137,9 @@ class _ServerProcess:
     def start(self) -> None:
         from vtbench.models.checkpoint import check_checkpoint
 
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "OMP_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false"}
         try:
             check_checkpoint(self.model_dir)
-            command = self.command()
-            with self.log_path.open("wb") as log:
-                self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                                 stdin=subprocess.DEVNULL, env=env)
+            self._process = self.launch()
             self._wait_until_healthy()
         except BaseException:
             self.stop()
@@ -139,7 +159,7 @@ class _ServerProcess:
                             if self.port == 0:
                                 self.port = answer.json().get("port")
                             return
-                time.sleep(0.05)
+                time.sleep(0.01)
         raise ModelServerError(
             f"model server for {self.model_dir} did not answer within {self.startup_timeout:.0f}s",
             hint=f"see {self.log_path}")
@@ -164,7 +184,10 @@ class _ServerProcess:
     def stop(self) -> None:
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
-            process.terminate()
+            if self.graceful_stop:
+                process.terminate()
+            else:
+                process.kill()
             try:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -183,15 +206,20 @@ class _ServerProcess:
 
 
 class TransformersServer(_ServerProcess):
-    """Our server (:mod:`vtbench.models.server`) on the CPU or one CUDA device."""
+    """Our server (:mod:`vtbench.models.server`) on the CPU or one CUDA device, forked
+    from the warm template process (:mod:`vtbench.models.template`)."""
 
-    def command(self) -> list[str]:
-        command = [sys.executable, "-m", "vtbench.models.server", "--model", str(self.model_dir),
-                   "--socket", str(self.socket), "--device", self.device,
-                   "--threads", str(self.threads), "--max-batch", str(self.max_batch),
-                   "--exit-with-parent", str(os.getpid())]
+    def launch(self) -> "_Process":
+        from vtbench.models.template import ForkedProcess
+
+        return ForkedProcess(self.server_args(), self.log_path)
+
+    def server_args(self) -> list[str]:
+        args = ["--model", str(self.model_dir), "--socket", str(self.socket),
+                "--device", self.device, "--threads", str(self.threads),
+                "--max-batch", str(self.max_batch)]
         port = ["--port", str(self.port)] if self.port is not None else []
-        return command + port + self.extra_args
+        return args + port + self.extra_args
 
 
 class VllmServer(_ServerProcess):
