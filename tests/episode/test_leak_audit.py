@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from vtbench.episode.leak_audit import LeakFound, audit
+from vtbench.episode.leak_audit import LeakFound, audit, fingerprints
 from vtbench.tasks import find_task
+from vtbench.tasks.materialize import materialize
 from vtbench.tasks.store import ensure_splits, load_split
 
 
@@ -27,6 +28,27 @@ def test_a_clean_workspace_passes(arith, tmp_path: Path) -> None:
     row = {"prompt": "Question: 1+1?", "completion": "2"}
     (tmp_path / "data" / "train.jsonl").write_text(json.dumps(row) + "\n")
     assert audit(arith, [tmp_path]) == 1
+
+
+@pytest.mark.parametrize("task_id", ["arith", "extract", "toolcalc", "dsl"])
+def test_the_initial_workspace_of_every_tiny_task_passes(task_id: str, private_store: Path,
+                                                          tmp_path: Path) -> None:
+    task = find_task(task_id)
+    ensure_splits(task)
+    materialize(task, tmp_path)
+    assert audit(task, [tmp_path]) > 0
+
+
+def test_a_label_that_the_public_data_already_holds_is_no_fingerprint(
+        private_store: Path) -> None:
+    dsl = find_task("dsl")
+    ensure_splits(dsl)
+    programs = {item["label"]["program"] for item in load_split(dsl, "val")}
+    hidden = {pair[1] for item in load_split(dsl, "test") for pair in item["label"]["hidden"]
+              if len(pair[1]) >= 16}
+    prints = fingerprints(dsl)
+    assert not {p.lower() for p in programs} & prints  # "double | reverse" is in data/
+    assert hidden and {h.lower() for h in hidden} <= prints
 
 
 def test_a_test_item_inside_a_gz_file_is_found_and_named(arith, tmp_path: Path) -> None:

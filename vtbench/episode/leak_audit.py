@@ -1,7 +1,8 @@
 """The leak audit: before an agent starts, prove its sandbox shows no split data.
 
 Fingerprints are the distinctive strings of the task's test items (inputs and labels) and
-validation labels: every string value of at least ``MIN_LENGTH`` characters. Every file
+validation labels: every string value of at least ``MIN_LENGTH`` characters that the task
+pack's public material (shipped to every workspace) does not already hold. Every file
 visible inside the sandbox is searched for all of them in one Aho-Corasick pass,
 case-insensitively, including the members of ``.gz``, ``.zip`` and wheel files. Compiled
 code (ELF objects, static archives) is not searched: data ships in data files, sources
@@ -20,6 +21,7 @@ from typing import Any
 
 from vtbench import layout
 from vtbench.errors import VtbenchError
+from vtbench.tasks.materialize import COMPONENTS
 from vtbench.tasks.registry import Task
 from vtbench.tasks.store import atomic_write, load_split
 
@@ -44,13 +46,34 @@ def strings_in(value: Any) -> Iterator[str]:
 
 
 def fingerprints(task: Task) -> set[str]:
+    """The secret strings, less those the task's own public material already holds (in a
+    small output space, e.g. dsl's programs, a label can also be a training completion)."""
     found = set()
     secrets = [*load_split(task, "test"), *({"label": i["label"]} for i in load_split(task, "val"))]
     for item in secrets:
         for text in strings_in(item):
             if len(text.strip()) >= MIN_LENGTH:
                 found.add(text.strip().lower())
-    return found
+    return found - public_strings(task, found)
+
+
+def public_strings(task: Task, candidates: set[str]) -> set[str]:
+    """Those of ``candidates`` found in the files the task pack ships to every workspace."""
+    import ahocorasick
+
+    if not candidates:
+        return set()
+    automaton = ahocorasick.Automaton()
+    for text in candidates:
+        automaton.add_word(text, text)
+    automaton.make_automaton()
+    roots = [task.root / source for name in COMPONENTS
+             for source in getattr(task.spec.components, name).sources]
+    public: set[str] = set()
+    for path in files_under(roots):
+        for _, data in blobs(path):
+            public.update(text for _, text in automaton.iter(data.decode("latin-1").lower()))
+    return public
 
 
 def gunzip(data: bytes) -> bytes | None:
