@@ -25,11 +25,13 @@ __all__ = ["scripted_upstream"]
 pytestmark = pytest.mark.slow
 
 REAL_KEYS = {"VTB_TEST_ANTHROPIC_KEY": "sk-ant-real-operator-key",
-             "VTB_TEST_OPENAI_KEY": "sk-real-operator-openai-key"}
+             "VTB_TEST_OPENAI_KEY": "sk-real-operator-openai-key",
+             "VTB_TEST_GEMINI_KEY": "AIza-real-operator-gemini-key"}
 ROW = '{"prompt": "Question: 2+2\\nAnswer:", "completion": " 4"}'
 SHELL = {"claude-code": ("Bash", "command"), "codex": ("exec_command", "cmd"),
-         "opencode": ("bash", "command")}
-MODEL = {"claude-code": "claude-test", "codex": "gpt-test", "opencode": "anthropic/claude-test"}
+         "opencode": ("bash", "command"), "gemini": ("run_shell_command", "command")}
+MODEL = {"claude-code": "claude-test", "codex": "gpt-test", "opencode": "anthropic/claude-test",
+         "gemini": "gemini-test"}
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +58,10 @@ api_key_env = "VTB_TEST_ANTHROPIC_KEY"
 base_url = "http://upstream/v1"
 uds = "{socket}"
 api_key_env = "VTB_TEST_OPENAI_KEY"
+[gemini]
+base_url = "http://upstream"
+uds = "{socket}"
+api_key_env = "VTB_TEST_GEMINI_KEY"
 [prices.claude-test]
 input = 3.0
 output = 15.0
@@ -64,6 +70,10 @@ cache_read = 0.3
 input = 1.25
 output = 10.0
 cache_read = 0.125
+[prices.gemini-test]
+input = 2.0
+output = 12.0
+cache_read = 0.2
 """)
     return path
 
@@ -166,3 +176,20 @@ def test_opencode_validates_edits_and_submits_inside_the_sandbox(
                                     gateway_file, tmp_path / "runs")
     check_episode(record, folder, scripted_upstream)
     check_keys(scripted_upstream, folder, "x-api-key", REAL_KEYS["VTB_TEST_ANTHROPIC_KEY"])
+
+
+def test_gemini_cli_validates_edits_and_submits_inside_the_sandbox(
+        agents_runtime: Path, prepared_arith: Path, grader: Path,
+        scripted_upstream: ScriptedUpstream, gateway_file: Path, tmp_path: Path) -> None:
+    record, folder = run_real_agent("gemini", prepared_arith, scripted_upstream, gateway_file,
+                                    tmp_path / "runs")
+    check_episode(record, folder, scripted_upstream)
+    check_keys(scripted_upstream, folder, "x-goog-api-key", REAL_KEYS["VTB_TEST_GEMINI_KEY"])
+    completions = [r for r in scripted_upstream.requests if r.step is not None]
+    assert {(r.path, r.query) for r in completions} == {
+        ("/v1beta/models/gemini-test:streamGenerateContent", "alt=sse")}
+    exchanges = [json.loads(line) for line in
+                 (folder / "llm-trajectory.jsonl").read_text().splitlines()]
+    assert {line["api"] for line in exchanges} == {"gemini-stream"}
+    assert exchanges[0]["response"]["candidates"][0]["content"]["parts"][0]["functionCall"][
+        "name"] == "run_shell_command"

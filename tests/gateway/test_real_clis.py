@@ -1,10 +1,11 @@
-"""The real Claude Code and Codex CLIs through the gateway to the scripted upstream.
+"""The real Claude Code, Codex and Gemini CLIs through the gateway to the scripted upstream.
 
-Slow (npm install of both CLIs on first use, about 20 s and 660 MB, cached in the temp dir).
-Each CLI gets one scripted tool call (its shell tool writes a file) and one final text; the
-gateway serves on loopback TCP (no sandbox here, so no relay is needed) and must meter
-exactly the tokens the upstream reported, while the upstream sees only the real key.
-A spent budget must reach each CLI's output as the gateway's one-line refusal.
+Slow (npm install of Claude Code and Codex on first use, about 20 s and 660 MB, cached in
+the temp dir; the Gemini CLI comes from the agents' runtime that ``scripts/setup``
+installs). Each CLI gets one scripted tool call (its shell tool writes a file) and one
+final text; the gateway serves on loopback TCP (no sandbox here, so no relay is needed) and
+must meter exactly the tokens the upstream reported, while the upstream sees only the real
+key. A spent budget must reach each CLI's output as the gateway's one-line refusal.
 """
 
 import json
@@ -18,7 +19,14 @@ from typing import Any
 import pytest
 
 from tests.fakes.scripted_upstream import ScriptedUpstream, call, say
-from tests.gateway.conftest import REAL_ANTHROPIC_KEY, REAL_OPENAI_KEY, gateway_config
+from tests.gateway.conftest import (
+    REAL_ANTHROPIC_KEY,
+    REAL_GEMINI_KEY,
+    REAL_OPENAI_KEY,
+    gateway_config,
+)
+from vtbench.agents import AgentContext
+from vtbench.agents.llm import DUMMY_KEY, Gemini, install
 from vtbench.gateway import EpisodeGateway, GatewayServer, UsageStore, create_app
 
 pytestmark = pytest.mark.slow
@@ -178,3 +186,74 @@ def test_codex_shows_the_budget_refusal(
     assert result.returncode != 0
     assert "VibeTraining-Bench LLM budget exhausted" in result.stdout + result.stderr
     assert [r for r in scripted_upstream.requests if r.api == "responses"] == []
+
+
+@pytest.fixture(scope="module")
+def gemini_bin() -> Path:
+    runtime = Path(".agents-runtime") / "node_modules"
+    if shutil.which("npm") is None and not runtime.exists():
+        pytest.skip("npm is not installed")
+    return install() / "node_modules" / ".bin" / "gemini"
+
+
+def run_gemini(binary: Path, base_url: str, home: Path, prompt: str
+               ) -> subprocess.CompletedProcess[str]:
+    """The CLI as the adapter configures it (its settings file and variables), on the host."""
+    adapter = Gemini()
+    context = AgentContext(task="arith", seed=0, budget_minutes=2, prompt=prompt,
+                           model="gemini-test", gateway_url=base_url)
+    [settings] = adapter.files(base_url, context).values()
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(settings)
+    work = home / "work"
+    work.mkdir()
+    env = {**adapter.variables(base_url, context), "PATH": os.environ["PATH"],
+           "HOME": str(home)}
+    return subprocess.run([str(binary), *adapter.arguments(context)], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=180,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_gemini_cli_runs_a_scripted_shell_command_through_the_gateway(
+    gemini_bin: Path, scripted_upstream: ScriptedUpstream, tcp_gateway: Any, tmp_path: Path
+) -> None:
+    server, episode = tcp_gateway
+    scripted_upstream.play(
+        call("run_shell_command", {"command": "echo gateway-ok > proof.txt",
+                                   "description": "write"}, text="Writing it.",
+             input_tokens=500, output_tokens=20, cache_read_tokens=200, thoughts_tokens=15),
+        say("All done.", input_tokens=560, output_tokens=5))
+
+    result = run_gemini(gemini_bin, server.base_url, tmp_path / "home", "write the proof file")
+
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    final = [json.loads(line) for line in result.stdout.splitlines()
+             if line.startswith("{")][-1]
+    assert final["type"] == "result" and final["status"] == "success"
+    assert (tmp_path / "home" / "work" / "proof.txt").read_text() == "gateway-ok\n"
+    store = UsageStore(episode.usage_db)
+    totals = store.totals(episode.episode_id)
+    store.close()
+    assert (totals.exchanges, totals.input_tokens, totals.cache_read_tokens,
+            totals.output_tokens) == (2, 1060, 200, 40)
+    completions = [r for r in scripted_upstream.requests if r.api == "gemini"]
+    assert [r.path for r in completions] == [
+        "/v1beta/models/gemini-test:streamGenerateContent"] * 2
+    for recorded in completions:
+        assert recorded.headers.get("x-goog-api-key") == REAL_GEMINI_KEY
+        assert DUMMY_KEY not in json.dumps([recorded.headers, recorded.query])
+    assert REAL_GEMINI_KEY not in result.stdout + result.stderr
+
+
+def test_gemini_cli_shows_the_budget_refusal(
+    gemini_bin: Path, scripted_upstream: ScriptedUpstream, spent_gateway: GatewayServer,
+    tmp_path: Path,
+) -> None:
+    result = run_gemini(gemini_bin, spent_gateway.base_url, tmp_path / "home", "hi")
+
+    assert result.returncode != 0
+    final = [json.loads(line) for line in result.stdout.splitlines()
+             if line.startswith("{")][-1]
+    assert final["type"] == "result" and final["status"] == "error"
+    assert "VibeTraining-Bench LLM budget exhausted" in final["error"]["message"]
+    assert [r for r in scripted_upstream.requests if r.api == "gemini"] == []

@@ -177,8 +177,11 @@ class Codex(CliAgent):
 
 
 class Gemini(CliAgent):
-    """``gemini -p``; the Gemini API (``GOOGLE_GEMINI_BASE_URL``), which the gateway does
-    not speak yet: requests reach the gateway and are refused there."""
+    """``gemini -p``; the Gemini API (``GOOGLE_GEMINI_BASE_URL``): ``streamGenerateContent``
+    with ``alt=sse``, the dummy key in ``x-goog-api-key`` (the gateway sends the real one).
+    Without ``--model`` the CLI routes each turn itself (model ``auto``): a classifier
+    request (``generateContent`` on a flash-lite model) precedes the turn, and both are
+    metered; its shell tool is ``run_shell_command``."""
 
     name = "gemini"
     binary = "gemini"
