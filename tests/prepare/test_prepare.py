@@ -10,22 +10,27 @@ from vtbench.prepare.systems import TrainingFailed
 from vtbench.tasks import load_task
 
 
-@pytest.fixture
-def quick_arith(tmp_path: Path) -> Path:
-    """A copy of arith that trains for a few steps on a random tiny base and has tiny splits."""
+def quick_copy(task_id: str, tmp_path: Path) -> Path:
+    """A copy of a tiny task that trains for a few steps on a random tiny base and has tiny
+    splits."""
     tasks = tmp_path / "tasks"
-    shutil.copytree(layout.BUILTIN_TASKS / "arith", tasks / "arith")
+    shutil.copytree(layout.BUILTIN_TASKS / task_id, tasks / task_id)
     shutil.copytree(layout.BUILTIN_TASKS / "_tiny", tasks / "_tiny")
     base = tmp_path / "base"
     save_checkpoint(new_tiny_model(seed=1), base)
-    toml = tasks / "arith" / "task.toml"
+    toml = tasks / task_id / "task.toml"
     text = toml.read_text().replace('base_model = "tiny"', f'base_model = "{base}"')
     toml.write_text(text.replace("val = 200", "val = 4").replace("test = 400", "test = 4"))
     config = tasks / "_tiny" / "trainer" / "config.toml"
     config.write_text(config.read_text().replace("steps = 150", "steps = 2"))
-    reference = tasks / "arith" / "reference.py"
+    reference = tasks / task_id / "reference.py"
     reference.write_text(reference.read_text().replace("steps=300", "steps=3"))
-    return tasks / "arith"
+    return tasks / task_id
+
+
+@pytest.fixture
+def quick_arith(tmp_path: Path) -> Path:
+    return quick_copy("arith", tmp_path)
 
 
 def test_prepare_scores_every_system_and_a_second_run_does_no_work(quick_arith: Path) -> None:
@@ -42,6 +47,25 @@ def test_prepare_scores_every_system_and_a_second_run_does_no_work(quick_arith: 
     assert prepare_task(task, report=lambda job, line: again.append(line)) == scores
     assert again == []
     assert task_scores(task) == scores
+
+
+def test_with_a_fixed_harness_leave_one_out_is_the_other_change_alone(
+        quick_arith: Path) -> None:
+    scores = prepare_task(load_task(quick_arith))
+    assert scores["leave_one_out"] == {"data": scores["ablations"]["trainer"],
+                                       "trainer": scores["ablations"]["data"], "harness": None}
+
+
+def test_an_editable_harness_adds_leave_one_out_systems_that_train_nothing(
+        tmp_path: Path) -> None:
+    task = load_task(quick_copy("dsl", tmp_path))
+    scores = prepare_task(task)
+    assert all(scores["leave_one_out"][name] is not None
+               for name in ("data", "trainer", "harness"))
+    systems = layout.task_store(task.id) / "systems"
+    trained = {path.parent.name for path in systems.glob("*/model-seed0")}
+    assert trained == {"initial", "reference", "data", "trainer"}
+    assert (systems / "without-data" / "harness").is_dir()
 
 
 def test_a_failed_training_leaves_nothing_half_written(quick_arith: Path) -> None:

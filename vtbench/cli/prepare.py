@@ -22,13 +22,18 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable
 
 
 def scores_rows(scores: list[dict]) -> list[list[object]]:
-    return [[s["task"], s["initial"]["val"], s["initial"]["test"], s["reference"]["val"],
-             s["reference"]["test"], s["ablations"]["data"], s["ablations"]["trainer"],
-             s["ablations"]["harness"]] for s in scores]
+    components = ("data", "trainer", "harness")
+    rows = [[s["initial"]["val"], s["initial"]["test"], s["reference"]["val"],
+             s["reference"]["test"], *(s["ablations"][c] for c in components),
+             *(s["leave_one_out"][c] for c in components)] for s in scores]
+    return [[s["task"], *(f"{v:.3f}" if v is not None else None for v in row)]
+            for s, row in zip(scores, rows, strict=True)]
 
 
-SCORE_COLUMNS = ["task", "initial val", "initial test", "reference val", "reference test",
-                 "data only (val)", "trainer only (val)", "harness only (val)"]
+SCORE_COLUMNS = ["task", "init val", "init test", "ref val", "ref test",
+                 "only D", "only T", "only H", "ref -D", "ref -T", "ref -H"]
+"""Beyond the first five: val means of the initial system with one component's change
+(only X) and of the reference with one change reverted (ref -X); '-' where not measured."""
 
 
 def prepare(

@@ -75,7 +75,7 @@ def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report:
                sandbox: str = "bwrap") -> None:
     job = f"{task.id}/{plan.name}/seed{seed}"
     folder = system_folder(task, plan.name)
-    model_owner = folder if plan.trains else system_folder(task, "initial")
+    model_owner = system_folder(task, plan.model_system)
     missing = [s for s in splits_for(plan, seed) if book.get(plan.name, s, seed) is None]
     if not missing and is_complete(model_dir(model_owner, seed)):
         return
@@ -120,8 +120,17 @@ def _spread(values: dict[str, float] | None) -> float | None:
     return round(statistics.stdev(values.values()), 4) if values and len(values) > 1 else None
 
 
+def leave_one_out(task: Task, val: Callable[[str, str], float | None]) -> dict[str, Any]:
+    """Val of the reference with one component's change reverted; with a fixed harness
+    that is the other component's change alone."""
+    if task.spec.harness_editable:
+        return {name: val(f"without-{name}", "val") for name in ("data", "trainer", "harness")}
+    return {"data": val("trainer", "val"), "trainer": val("data", "val"), "harness": None}
+
+
 def task_scores(task: Task) -> dict[str, Any]:
-    """The ``tasks scores`` object: initial/reference val+test, ablation val, seed spreads."""
+    """The ``tasks scores`` object: initial/reference val+test, ablations (one component's
+    change alone), leave-one-out (one reverted), seed spreads."""
     scores = load_scores(task)
 
     def split_mean(system: str, split: str) -> float | None:
@@ -135,6 +144,7 @@ def task_scores(task: Task) -> dict[str, Any]:
         "ablations": {name: split_mean(name, "val") if name != "harness"
                       or task.spec.harness_editable else None
                       for name in ("data", "trainer", "harness")},
+        "leave_one_out": leave_one_out(task, split_mean),
         "seed_sd": {name: _spread(values.get("val")) for name, values in scores.items()},
         "seeds": max((len(v.get("val", {})) for v in scores.values()), default=0),
     }

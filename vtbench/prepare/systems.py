@@ -28,9 +28,16 @@ class SystemPlan:
     """Components that carry the reference's changes."""
 
     @property
+    def model_system(self) -> str:
+        """The system whose model this one uses: a model depends on data and trainer only."""
+        trained = tuple(c for c in ("data", "trainer") if c in self.changed)
+        return {(): "initial", ("data",): "data", ("trainer",): "trainer"}.get(
+            trained, "reference")
+
+    @property
     def trains(self) -> bool:
-        """Whether this system has its own model (else it reuses the initial model)."""
-        return self.changed != ("harness",)
+        """Whether this system has its own model (else it reuses another system's)."""
+        return self.model_system == self.name
 
 
 SYSTEMS = (
@@ -39,7 +46,13 @@ SYSTEMS = (
     SystemPlan("data", ("data",)),
     SystemPlan("trainer", ("trainer",)),
     SystemPlan("harness", ("harness",)),
+    SystemPlan("without-data", ("trainer", "harness")),
+    SystemPlan("without-trainer", ("data", "harness")),
+    SystemPlan("without-harness", ("data", "trainer")),
 )
+"""The initial and reference systems, each component's change alone, and (where the harness
+is editable; otherwise they equal "trainer", "data" and "reference") the reference with
+one component's change reverted."""
 
 
 class TrainingFailed(VtbenchError):
@@ -47,7 +60,9 @@ class TrainingFailed(VtbenchError):
 
 
 def plans_for(task: Task) -> list[SystemPlan]:
-    return [p for p in SYSTEMS if p.name != "harness" or task.spec.harness_editable]
+    if task.spec.harness_editable:
+        return list(SYSTEMS)
+    return [p for p in SYSTEMS if "harness" not in p.name]
 
 
 def build_components(task: Task, plan: SystemPlan, folder: Path) -> None:
