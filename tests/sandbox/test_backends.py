@@ -1,13 +1,15 @@
-"""Backend resolution, the dev-only ``none`` backend, the docker error, and spec strictness."""
+"""Backend resolution, the dev-only ``none`` backend, docker errors and base image, and
+spec strictness."""
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from vtbench.errors import SandboxError, SandboxUnavailable
-from vtbench.sandbox import BACKENDS, Limits, Mount, SandboxSpec, get_sandbox
+from vtbench.sandbox import BACKENDS, Limits, Mount, Sandbox, SandboxSpec, get_sandbox
 
 
 def test_an_unknown_backend_name_lists_the_valid_ones() -> None:
@@ -65,18 +67,51 @@ def test_the_spec_refuses_unknown_fields_and_relative_paths() -> None:
         SandboxSpec(tcp_relays={70000: Path("/run/x.sock")})
 
 
-def test_a_missing_mount_source_fails_naming_it(tmp_path: Path) -> None:
+def test_a_missing_mount_source_fails_naming_it(sandbox: Sandbox, tmp_path: Path) -> None:
     missing = tmp_path / "nothing-here"
     spec = SandboxSpec(mounts=[Mount(source=missing, target=Path("/data"))])
     with pytest.raises(SandboxError, match=str(missing)):
-        get_sandbox("bwrap").run(["true"], spec)
+        sandbox.run(["true"], spec)
 
 
-def test_gpus_set_cuda_visible_devices(tmp_path: Path) -> None:
+def test_gpus_set_cuda_visible_devices(sandbox: Sandbox) -> None:
     spec = SandboxSpec(env={}, gpus=[1, 3])
-    result = get_sandbox("bwrap").run(["/usr/bin/env"], spec)
+    result = sandbox.run(["/usr/bin/env"], spec)
     lines = result.stdout.decode().splitlines()
     assert "CUDA_VISIBLE_DEVICES=1,3" in lines
     nodes = [name for name in os.listdir("/dev") if name.startswith("nvidia")]
-    listing = get_sandbox("bwrap").run(["/bin/ls", "/dev"], spec).stdout.decode().split()
+    listing = sandbox.run(["/bin/ls", "/dev"], spec).stdout.decode().split()
     assert sorted(n for n in listing if n.startswith("nvidia")) == sorted(nodes)
+
+
+def test_docker_refuses_to_pass_variables_its_cli_would_read(docker_sandbox: Sandbox) -> None:
+    spec = SandboxSpec(env={"DOCKER_HOST": "tcp://192.0.2.1:2375"})
+    with pytest.raises(SandboxError, match="DOCKER_HOST"):
+        docker_sandbox.run(["true"], spec)
+
+
+def test_docker_builds_its_base_image_offline_and_reuses_it(docker_sandbox: Sandbox) -> None:
+    from vtbench.sandbox._docker import DockerSandbox
+    from vtbench.sandbox._docker_image import REPOSITORY, base_tarball, default_tag, image_exists
+
+    assert base_tarball() == base_tarball()  # deterministic: the tag names the content
+    assert isinstance(docker_sandbox, DockerSandbox)
+    assert docker_sandbox.image == default_tag()
+    assert default_tag().startswith(f"{REPOSITORY}:")
+    again = get_sandbox("docker")
+    assert isinstance(again, DockerSandbox) and again.image == docker_sandbox.image
+    subprocess.run([again.docker, "rmi", again.image], capture_output=True, check=True)
+    assert not image_exists(again.docker, again.image)
+    rebuilt = get_sandbox("docker")  # imports it again, from memory, without a registry
+    assert image_exists(again.docker, again.image)
+    assert rebuilt.run(["/bin/true"], SandboxSpec()).returncode == 0
+
+
+def test_docker_names_a_missing_custom_image_and_the_fix(
+    docker_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("VTBENCH_DOCKER_IMAGE", "vtbench-no-such-image:0")
+    with pytest.raises(SandboxUnavailable) as caught:
+        get_sandbox("docker")
+    line = caught.value.one_line()
+    assert "vtbench-no-such-image:0" in line and "VTBENCH_DOCKER_IMAGE" in line

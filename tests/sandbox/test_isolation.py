@@ -1,4 +1,5 @@
-"""Filesystem, identity and process-visibility attacks from inside the bwrap sandbox."""
+"""Filesystem, identity and process-visibility attacks from inside the sandbox (every
+isolating backend)."""
 
 import os
 import pwd

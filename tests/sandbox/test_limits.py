@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.helpers import host_processes_matching, python_code, python_spec
+from tests.sandbox.helpers import (
+    docker_containers,
+    host_processes_matching,
+    python_code,
+    python_spec,
+)
 from vtbench.sandbox import Limits, Mount, Sandbox, prepare_writable
 
 # Ignores SIGTERM, then double-forks a grandchild into a new session that also ignores
@@ -151,6 +156,8 @@ def test_without_cgroups_the_pids_limit_falls_back_to_rlimit_nproc(
 ) -> None:
     from vtbench.sandbox import _cgroup
 
+    if sandbox.name != "bwrap":
+        pytest.skip("bwrap's own cgroups: Docker always limits pids with its cgroup")
     monkeypatch.setattr(_cgroup, "create", lambda pids, memory_mb: _cgroup.CgroupSet())
     code = (
         "import os, time\n"
@@ -177,14 +184,15 @@ def test_the_cpu_limit_stops_a_busy_loop(sandbox: Sandbox) -> None:
     assert not result.timed_out
 
 
-def test_the_sandbox_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
+def test_the_sandbox_dies_when_its_parent_is_killed(sandbox: Sandbox, tmp_path: Path) -> None:
     token = uuid.uuid4().hex
     marker = f"vtbench-parent-{token}"  # assembled in the runner: not in its command line
     parent = (
         "import sys, time\n"
         "from vtbench.sandbox import SandboxSpec, get_sandbox\n"
         "marker = 'vtbench-parent-' + sys.argv[1]\n"
-        "get_sandbox('bwrap').start(['/bin/sh', '-c', 'sleep 120; : ' + marker], SandboxSpec())\n"
+        f"get_sandbox({sandbox.name!r}).start(['/bin/sh', '-c', 'sleep 120; : ' + marker],"
+        " SandboxSpec())\n"
         "print('started', flush=True)\n"
         "time.sleep(60)\n"
     )
@@ -202,6 +210,10 @@ def test_the_sandbox_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
     while host_processes_matching(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert host_processes_matching(marker) == []
+    if sandbox.name == "docker":
+        while docker_containers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert docker_containers() == []
 
 
 def test_parallel_sandboxes_run_independently(sandbox: Sandbox) -> None:
@@ -218,3 +230,22 @@ def test_parallel_sandboxes_run_independently(sandbox: Sandbox) -> None:
     for index, output in enumerate(outputs):
         number, processes = output.split()
         assert int(number) == index and int(processes) <= 5
+
+
+def test_no_docker_container_outlives_its_sandbox(docker_sandbox: Sandbox) -> None:
+    import tempfile
+
+    host_files = Path(tempfile.gettempdir())
+    files_before = set(host_files.glob("vtbench-docker-*"))
+
+    assert docker_containers() == []
+    assert docker_sandbox.run(["/bin/sh", "-c", "exit 3"], python_spec()).returncode == 3
+    timed = docker_sandbox.run(["/bin/sleep", "30"], python_spec(limits=Limits(wall_seconds=1)))
+    assert timed.timed_out
+    process = docker_sandbox.start(["/bin/sleep", "30"], python_spec())
+    assert docker_containers() != []  # the check can see a live one
+    assert process.kill_tree(grace_seconds=1) == "terminated"
+    stubborn = docker_sandbox.start(["/bin/sh", "-c", "trap '' TERM; sleep 30"], python_spec())
+    assert stubborn.kill_tree(grace_seconds=0.5) == "killed"
+    assert docker_containers() == []
+    assert set(host_files.glob("vtbench-docker-*")) <= files_before

@@ -1,4 +1,5 @@
-"""Network attacks from inside the bwrap sandbox, judged from inside (no traffic leaves)."""
+"""Network attacks from inside the sandbox (every isolating backend), judged from inside
+(no traffic leaves)."""
 
 import http.server
 import os

@@ -1,34 +1,88 @@
 """The optional ``docker`` backend: the bwrap policy expressed as ``docker run`` flags.
 
-Equivalences: ``--network none`` (loopback only), ``--user`` the sandbox uid,
-``--cap-drop ALL`` and ``no-new-privileges``, ``--read-only`` root with size-limited
-tmpfs at /tmp and /dev/shm, host /usr and the same small /etc subset bound read-only at
-the same paths (so the host's Python runtime works unchanged on top of a minimal base
-image), generated passwd/group/hosts, ``--pids-limit``/``--memory`` for the tree and
-``--ulimit`` for the per-process limits, ``--gpus`` for the GPU selection. The
-environment is passed by name (``--env NAME``) so values never appear on a command line.
-The tree kill is ``docker kill`` (TERM, then KILL). The base image defaults to
-``debian:stable-slim`` (``VTBENCH_DOCKER_IMAGE`` overrides); it must exist locally.
+Equivalences with bwrap (see ``_bwrap``):
+
+- network: ``--network none`` (a fresh loopback, no route); identity: ``--user`` the
+  sandbox uid (vtbench-sbx for a root caller, the caller otherwise), ``--cap-drop ALL``,
+  ``no-new-privileges``, Docker's default seccomp profile on top;
+- filesystem: a ``--read-only`` root (the base image below) with host /usr and the host's
+  real top-level library directories bound read-only at the same paths (so the host's
+  Python runtime runs unchanged), the same small /etc subset, a generated
+  passwd/group/hosts/hostname and an empty resolv.conf, size-limited tmpfs (exec
+  allowed) at /tmp and /dev/shm, an empty read-only /sys, a private cgroup namespace,
+  then the spec's mounts, sockets and relays; GPU device nodes by ``--device``;
+- limits: ``--pids-limit`` and ``--memory`` for the whole tree (cgroups), the
+  per-process rlimits with the same ``prlimit`` as bwrap, run inside the container;
+- environment: exactly the spec's (values passed by name, ``--env NAME``, so they never
+  appear on a command line; the variables Docker adds itself are removed with
+  ``env -u``); names starting with ``DOCKER_`` are refused (the CLI would read them);
+- lifetime: ``start`` returns once the command runs in the container (a FIFO the
+  container writes on its first instruction); ``--init`` reaps zombies; the tree kill
+  signals every process of the container's cgroup from the host (TERM, then KILL; KILL
+  of the container's pid 1 ends the whole pid namespace), so a command that ignores
+  SIGTERM, double-forks or calls setsid dies too, and so does everything left behind
+  when the command exits; ``--rm`` removes the container and ``docker rm -f`` follows
+  when the client did not end normally; ``--log-driver none`` keeps no output on disk;
+- parent death: a small watcher process holds a pipe from the caller; when the caller
+  dies without finishing the sandbox (even by SIGKILL) the pipe closes and the watcher
+  removes the container. It follows the caller *process* (bwrap follows the thread).
+
+Base image: ``vtbench-sandbox-base:<hash>``, built offline on first use (see
+``_docker_image``). ``VTBENCH_DOCKER_IMAGE`` names another local image instead; it must
+exist locally and must have a real ``/sbin`` directory (Docker mounts its init at
+``/sbin/docker-init``), so images whose ``/sbin`` links into ``/usr`` do not work. Host
+programs under a non-merged host's ``/sbin`` are not visible (use ``/usr/sbin``).
+
+Not equivalent: ``killed_by_limit`` cannot tell a cgroup OOM kill or a refused fork
+apart (the container and its cgroup are gone when the client returns); starting takes a
+few hundred milliseconds (bench/sandbox_start.py). The daemon must run on this host:
+host paths are bound by name.
 
 Constructing :class:`DockerSandbox` checks that a daemon answers and raises a one-line
 :class:`SandboxUnavailable` naming the fix when none does.
 """
 
+import contextlib
 import os
+import select
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
-from vtbench.errors import SandboxUnavailable
+from vtbench.errors import SandboxError, SandboxUnavailable
 from vtbench.sandbox import _launch
 from vtbench.sandbox._bwrap import _ETC, _TOP, _identity_files, wait_for_sockets
+from vtbench.sandbox._docker_image import base_image, image_exists
 from vtbench.sandbox._process import RunsToCompletion, SandboxProcess, Stream
-from vtbench.sandbox._relay import relay_argv, relay_socket_path
+from vtbench.sandbox._relay import RELAY_DIR, relay_argv, relay_socket_path
 from vtbench.sandbox._spec import SandboxSpec
 
+LABEL = "vtbench.sandbox=1"
+"""Every sandbox container carries it: ``docker ps -a --filter label=vtbench.sandbox``."""
 _FIX = "start the Docker daemon (and check DOCKER_HOST), or use the bwrap backend"
+_STARTED = RELAY_DIR / "started"
+_READY_SECONDS = 30.0
+_ADDED_BY_DOCKER = ("HOSTNAME", "HOME", "PATH")
+_READY_SCRIPT = '{ echo > "$0"; } 2>/dev/null; exec "$@"'
+# $1 docker, $2 container name, $3 client pid, $4 the sandbox's host files. Waits for a
+# line on stdin: "done" from the caller, or EOF when the caller died; then removes the
+# container until the client is gone, and the files the caller can no longer remove.
+_WATCH_SCRIPT = r"""
+read line
+[ "$line" = done ] && exit 0
+tries=0
+while [ "$tries" -lt 300 ]; do
+  "$1" rm -f "$2" >/dev/null 2>&1
+  kill -0 "$3" 2>/dev/null || break
+  tries=$((tries+1)); sleep 0.1
+done
+rm -rf "$4"
+"""
 
 
 def _docker_cli() -> str:
@@ -43,63 +97,115 @@ def _docker_cli() -> str:
     return found
 
 
-class _ContainerKiller:
-    def __init__(self, docker: str, name: str, files: Path) -> None:
-        self._docker, self._name, self._files = docker, name, files
+class _Container:
+    """The tree kill of one container: its processes are found through their cgroup."""
 
-    def _kill(self, signal_name: str) -> None:
-        subprocess.run([self._docker, "kill", "--signal", signal_name, self._name],
-                       capture_output=True, timeout=30, check=False)
+    def __init__(self, docker: str, name: str, files: Path, env: dict[str, str]) -> None:
+        self._docker, self._name, self._env = docker, name, env
+        self.cidfile = files / "cid"
+        self.client: subprocess.Popen[bytes] | None = None
+
+    def _pids(self) -> list[int]:
+        try:
+            container_id = self.cidfile.read_text().strip()
+        except OSError:
+            return []
+        if len(container_id) < 12:
+            return []
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if container_id in Path(f"/proc/{entry}/cgroup").read_text():
+                        pids.append(int(entry))
+                except OSError:
+                    continue
+        return pids
+
+    def _signal_all(self, number: int) -> None:
+        for pid in self._pids():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, number)
 
     def terminate_all(self) -> None:
-        self._kill("TERM")
+        self._signal_all(signal.SIGTERM)
 
     def kill_all(self) -> None:
-        self._kill("KILL")
-        shutil.rmtree(self._files, ignore_errors=True)
+        self._signal_all(signal.SIGKILL)
+        code = None if self.client is None else self.client.poll()
+        # A client that ended on its own waited for --rm; any other ending may leave one.
+        if code is None or code < 0 or code == 125:
+            subprocess.run([self._docker, "rm", "-f", self._name], env=self._env,
+                           capture_output=True, timeout=60, check=False)
+
+
+def _bind(source: Path | str, target: Path | str, writable: bool = False) -> list[str]:
+    if not os.path.lexists(source):
+        raise SandboxError(f"mount source {source} does not exist")
+    # --mount is CSV: quote the fields that hold paths.
+    fields = [f"source={source}", f"target={target}"]
+    quoted = ",".join('"' + field.replace('"', '""') + '"' for field in fields)
+    return ["--mount", f"type=bind,{quoted}" + ("" if writable else ",readonly")]
 
 
 def _limit_flags(spec: SandboxSpec) -> list[str]:
     limits = spec.limits
-    flags = ["--ulimit", "core=0"]
-    if limits.cpu_seconds is not None:
-        flags += ["--ulimit", f"cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}"]
-    if limits.file_size_mb is not None:
-        size = limits.file_size_mb * 1024 * 1024
-        flags += ["--ulimit", f"fsize={size}:{size}"]
-    if limits.open_files is not None:
-        flags += ["--ulimit", f"nofile={limits.open_files}:{limits.open_files}"]
+    flags = []
     if limits.pids is not None:
         flags += ["--pids-limit", str(limits.pids)]
     if limits.memory_mb is not None:
-        flags += ["--memory", f"{limits.memory_mb}m", "--memory-swap", f"{limits.memory_mb}m"]
-    tmp = f"rw,nosuid,nodev,size={limits.tmp_mb}m,mode=1777"
-    return [*flags, "--tmpfs", f"/tmp:{tmp}", "--tmpfs", f"/dev/shm:{tmp}"]
+        flags += ["--memory", f"{limits.memory_mb}m"]
+    tmp = f"rw,exec,nosuid,nodev,size={limits.tmp_mb}m,mode=1777"
+    return [*flags, "--tmpfs", f"/tmp:{tmp}", "--tmpfs", f"/dev/shm:{tmp}",
+            "--tmpfs", "/sys:ro,nosuid,nodev,noexec,size=4k,mode=0555"]
 
 
-def _mount_flags(spec: SandboxSpec, files: Path, uid: int, gid: int) -> list[str]:
-    def bind(source: Path | str, target: Path | str, writable: bool = False) -> list[str]:
-        ro = "" if writable else ",readonly"
-        return ["--mount", f"type=bind,source={source},target={target}{ro}"]
-
-    flags = bind("/usr", "/usr")
+def _mount_flags(spec: SandboxSpec, files: Path, identity: _launch.Identity) -> list[str]:
+    flags = _bind("/usr", "/usr")
     for top in _TOP:
-        if os.path.isdir(f"/{top}") and not os.path.islink(f"/{top}"):
-            flags += bind(f"/{top}", f"/{top}")
+        # The image has /sbin as a directory for Docker's init: host sbin stays under /usr.
+        if top != "sbin" and os.path.isdir(f"/{top}") and not os.path.islink(f"/{top}"):
+            flags += _bind(f"/{top}", f"/{top}")
     for name in _ETC:
         if os.path.exists(f"/etc/{name}"):
-            flags += bind(f"/etc/{name}", f"/etc/{name}")
-    identity = _launch.Identity(uid, gid, _launch.SANDBOX_USER, drop=False)
-    for target, content in _identity_files(identity, spec.hostname).items():
+            flags += _bind(f"/etc/{name}", f"/etc/{name}")
+    generated = {**_identity_files(identity, spec.hostname), "/etc/resolv.conf": b""}
+    for target, content in generated.items():
         (files / Path(target).name).write_bytes(content)
-        flags += bind(files / Path(target).name, target)
+        flags += _bind(files / Path(target).name, target)
+    flags += _bind(files / "started", _STARTED, writable=True)
     for mount in spec.mounts:
-        flags += bind(mount.source, mount.target, mount.writable)
+        flags += _bind(mount.source, mount.target, mount.writable)
     for inside, host in spec.unix_sockets.items():
-        flags += bind(host, inside, writable=True)
+        flags += _bind(host, inside, writable=True)
     for port, host in spec.tcp_relays.items():
-        flags += bind(host, relay_socket_path(port), writable=True)
+        flags += _bind(host, relay_socket_path(port), writable=True)
+    if spec.gpus:
+        for node in sorted(Path("/dev").glob("nvidia*")):
+            flags += ["--device", str(node)]
     return flags
+
+
+def _inner_argv(argv: list[str], spec: SandboxSpec, env: dict[str, str]) -> list[str]:
+    """Signal the start, drop what Docker added to the environment, set the per-process
+    rlimits, start the relays, then run ``argv``."""
+    unset = [arg for name in _ADDED_BY_DOCKER if name not in env for arg in ("-u", name)]
+    rlimits = _launch.rlimit_args(spec.limits, nproc=False)
+    return ["/bin/sh", "-c", _READY_SCRIPT, str(_STARTED),
+            _launch.tool("env"), *unset, _launch.tool("prlimit"), *rlimits, "--",
+            *relay_argv(spec.tcp_relays, argv)]
+
+
+def _wait_started(fifo: int, client: subprocess.Popen[bytes], timeout: float) -> None:
+    """Until the container's first instruction wrote to the FIFO, or the client ended."""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and client.poll() is None:
+            ready, _, _ = select.select([fifo], [], [], 0.02)
+            if ready:
+                return
+    finally:
+        os.close(fifo)
 
 
 class DockerSandbox(RunsToCompletion):
@@ -109,34 +215,87 @@ class DockerSandbox(RunsToCompletion):
 
     def __init__(self, image: str | None = None) -> None:
         self.docker = _docker_cli()
-        self.image = image or os.environ.get("VTBENCH_DOCKER_IMAGE", "debian:stable-slim")
+        self.client_env = {key: value for key, value in os.environ.items()
+                           if key.startswith("DOCKER_") or key in ("PATH", "HOME")}
+        custom = image or os.environ.get("VTBENCH_DOCKER_IMAGE")
+        if custom is None:
+            self.image = base_image(self.docker)
+        elif image_exists(self.docker, custom):
+            self.image = custom
+        else:
+            raise SandboxUnavailable(
+                f"the Docker image {custom} is not present on the daemon",
+                hint="load it (docker load / docker import), or unset VTBENCH_DOCKER_IMAGE "
+                     "to use the built-in vtbench-sandbox-base")
 
     def start(
         self, argv: list[str], spec: SandboxSpec,
         stdin: Stream = None, stdout: Stream = None, stderr: Stream = None,
     ) -> SandboxProcess:
+        if not argv:
+            raise SandboxError("no command to run")
+        env = spec.command_env()
+        refused = sorted(name for name in env if name.startswith("DOCKER_"))
+        if refused:
+            raise SandboxError(f"the docker backend cannot pass {refused[0]} into a sandbox",
+                               hint="rename the variable or use the bwrap backend")
         identity = _launch.sandbox_identity()
         wait_for_sockets(spec)
-        name = f"vtbench-sbx-{uuid.uuid4().hex[:12]}"
         files = Path(tempfile.mkdtemp(prefix="vtbench-docker-"))
-        os.chmod(files, 0o755)
-        env = spec.command_env()
+        try:
+            return self._start(argv, spec, env, identity, files, (stdin, stdout, stderr))
+        except BaseException:
+            shutil.rmtree(files, ignore_errors=True)
+            raise
+
+    def _start(self, argv: list[str], spec: SandboxSpec, env: dict[str, str],
+               identity: _launch.Identity, files: Path,
+               streams: tuple[Stream, Stream, Stream]) -> SandboxProcess:
+        name = f"vtbench-sbx-{uuid.uuid4().hex[:12]}"
+        os.mkfifo(files / "started", 0o600)
+        os.chown(files / "started", identity.uid, identity.gid)
+        (files / "config").mkdir()  # DOCKER_CONFIG: no host CLI config applies
         flags = [
-            "run", "--rm", "-i", "--name", name, "--network", "none",
-            "--user", f"{identity.uid}:{identity.gid}", "--cap-drop", "ALL",
-            "--security-opt", "no-new-privileges", "--read-only", "--init",
+            "run", "--rm", "-i", "--name", name, "--cidfile", str(files / "cid"),
+            "--label", LABEL,
+            "--network", "none", "--user", f"{identity.uid}:{identity.gid}",
+            "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only",
+            "--init", "--cgroupns", "private", "--log-driver", "none",
             "--hostname", spec.hostname, "--workdir", str(spec.cwd),
-            *_limit_flags(spec), *_mount_flags(spec, files, identity.uid, identity.gid),
+            *_limit_flags(spec), *_mount_flags(spec, files, identity),
         ]
         for variable in env:
             flags += ["--env", variable]
-        if spec.gpus:
-            flags += ["--gpus", '"device=' + ",".join(map(str, spec.gpus)) + '"']
-        command = [self.docker, *flags, self.image, *relay_argv(spec.tcp_relays, argv)]
-        client_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
-        for key in ("DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT"):
-            if key in os.environ:
-                client_env[key] = os.environ[key]
-        popen = subprocess.Popen(command, env=client_env, stdin=stdin, stdout=stdout,
-                                 stderr=stderr, start_new_session=True)
-        return SandboxProcess(popen, _ContainerKiller(self.docker, name, files), spec.limits)
+        command = [self.docker, *flags, self.image, *_inner_argv(argv, spec, env)]
+        client_env = {"DOCKER_CONFIG": str(files / "config"), **self.client_env}
+        container = _Container(self.docker, name, files, client_env)
+        fifo = os.open(files / "started", os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            client = subprocess.Popen(command, env={**client_env, **env}, stdin=streams[0],
+                                      stdout=streams[1], stderr=streams[2],
+                                      start_new_session=True)
+        except BaseException:
+            os.close(fifo)
+            raise
+        container.client = client
+        watcher = subprocess.Popen(
+            ["/bin/sh", "-c", _WATCH_SCRIPT, "vtbench-docker-watch", self.docker, name,
+             str(client.pid), str(files)], env=client_env, stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        _wait_started(fifo, client, _READY_SECONDS)
+        return SandboxProcess(client, container, spec.limits,
+                              cleanup=_cleanup(watcher, files))
+
+
+def _cleanup(watcher: subprocess.Popen[bytes], files: Path) -> Callable[[], str | None]:
+    def cleanup() -> str | None:
+        with contextlib.suppress(OSError):
+            if watcher.stdin is not None:
+                watcher.stdin.write(b"done\n")
+                watcher.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            watcher.wait(5)
+        shutil.rmtree(files, ignore_errors=True)
+        return None
+
+    return cleanup
