@@ -91,6 +91,8 @@ class Resources(Strict):
     memory_gb: float = Field(4, gt=0)
     max_file_gb: float = Field(4, gt=0)
     """Largest single file a process in the research sandbox may write."""
+    disk_gb: float = Field(20, gt=0)
+    """Space the whole workspace may take (its own filesystem when the runner is root)."""
 
 
 class Scorer(Strict):

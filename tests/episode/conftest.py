@@ -24,7 +24,8 @@ def quick_copy(root: Path, task_id: str = "arith") -> Path:
     toml = tasks / task_id / "task.toml"
     text = toml.read_text().replace('base_model = "tiny"', f'base_model = "{base}"')
     text = text.replace("val = 200", "val = 4").replace("test = 400", "test = 4")
-    toml.write_text(text.replace("memory_gb = 4", "memory_gb = 4\nmax_file_gb = 0.0625"))
+    toml.write_text(text.replace("memory_gb = 4",
+                                 "memory_gb = 4\nmax_file_gb = 0.0625\ndisk_gb = 0.25"))
     config = tasks / "_tiny" / "trainer" / "config.toml"
     config.write_text(config.read_text().replace("steps = 150", "steps = 2"))
     reference = tasks / task_id / "reference.py"

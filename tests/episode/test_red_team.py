@@ -126,3 +126,15 @@ def test_a_file_larger_than_the_task_allows_is_cut_off(
                "stat -c %s big.bin > probe.txt")
     _, probe = attack(prepared_arith, program, tmp_path)
     assert int(probe) <= 64 * 1024 * 1024
+
+
+def test_filling_the_disk_stops_at_the_workspace_limit(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    program = ("i=0; while dd if=/dev/zero of=fill-$i.bin bs=1M count=16 2>/dev/null; "
+               "do i=$((i+1)); [ $i -gt 64 ] && break; done; "
+               "echo \"$i $(du -sm . | cut -f1)\" > probe.txt")
+    record, probe = attack(prepared_arith, program, tmp_path)
+    files, megabytes = map(int, probe.split())
+    assert files < 16 and megabytes <= 256  # 0.25 GB; 64 files would be 1 GB
+    workspace = tmp_path / record.episode_id / "workspace"
+    assert not os.path.ismount(workspace) and not workspace.with_name("workspace.img").exists()

@@ -1,36 +1,17 @@
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.episode.conftest import quick_copy
 from vtbench import layout
-from vtbench.models.tiny import new_tiny_model, save_checkpoint
 from vtbench.prepare import prepare_task, task_scores
 from vtbench.prepare.systems import TrainingFailed
 from vtbench.tasks import load_task
 
 
-def quick_copy(task_id: str, tmp_path: Path) -> Path:
-    """A copy of a tiny task that trains for a few steps on a random tiny base and has tiny
-    splits."""
-    tasks = tmp_path / "tasks"
-    shutil.copytree(layout.BUILTIN_TASKS / task_id, tasks / task_id)
-    shutil.copytree(layout.BUILTIN_TASKS / "_tiny", tasks / "_tiny")
-    base = tmp_path / "base"
-    save_checkpoint(new_tiny_model(seed=1), base)
-    toml = tasks / task_id / "task.toml"
-    text = toml.read_text().replace('base_model = "tiny"', f'base_model = "{base}"')
-    toml.write_text(text.replace("val = 200", "val = 4").replace("test = 400", "test = 4"))
-    config = tasks / "_tiny" / "trainer" / "config.toml"
-    config.write_text(config.read_text().replace("steps = 150", "steps = 2"))
-    reference = tasks / task_id / "reference.py"
-    reference.write_text(reference.read_text().replace("steps=300", "steps=3"))
-    return tasks / task_id
-
-
 @pytest.fixture
 def quick_arith(tmp_path: Path) -> Path:
-    return quick_copy("arith", tmp_path)
+    return quick_copy(tmp_path, "arith")
 
 
 def test_prepare_scores_every_system_and_a_second_run_does_no_work(quick_arith: Path) -> None:
@@ -58,7 +39,7 @@ def test_with_a_fixed_harness_leave_one_out_is_the_other_change_alone(
 
 def test_an_editable_harness_adds_leave_one_out_systems_that_train_nothing(
         tmp_path: Path) -> None:
-    task = load_task(quick_copy("dsl", tmp_path))
+    task = load_task(quick_copy(tmp_path, "dsl"))
     scores = prepare_task(task)
     assert all(scores["leave_one_out"][name] is not None
                for name in ("data", "trainer", "harness"))

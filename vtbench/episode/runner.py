@@ -10,7 +10,8 @@ at the deadline or as soon as its submission is recorded. With no submission the
 system is the initial one (gain 0). The record is written at the start and after every
 step, so ``vtbench run --resume DIR`` can finish an episode whose runner died. LLM agents get
 their own metered gateway for the episode (:mod:`vtbench.episode.gateway_process`); the
-record's ``llm`` is what it metered.
+record's ``llm`` is what it metered. The workspace is a filesystem of its own of the
+task's ``disk_gb`` while the episode runs (:mod:`vtbench.episode.disk`).
 """
 
 import json
@@ -24,6 +25,7 @@ from typing import Any
 from vtbench.agents import AgentContext, get_agent
 from vtbench.agents.llm import runtime_mounts
 from vtbench.client import GraderClient
+from vtbench.episode.disk import WorkspaceDisk, unavailable
 from vtbench.episode.gateway_process import config_path, episode_gateway, llm_usage
 from vtbench.episode.grader_process import running_grader
 from vtbench.episode.leak_audit import audit
@@ -110,6 +112,7 @@ def start_episode(options: RunOptions, events: Events) -> tuple[Episode, Episode
     slug = options.agent.replace("command:", "command-").replace("/", "_").replace(" ", "_")[:40]
     episode = Episode(options.out.resolve() / f"{task.id}-{slug}-s{options.seed}-{stamp}")
     episode.folder.mkdir(parents=True)
+    limit_disk(episode, task, events)
     create_workspace(task, episode.workspace, episode.snapshots,
                      resolve_base(task.spec.base_model), model)
     budget = options.budget_minutes or task.spec.budgets.wall_clock_minutes
@@ -120,6 +123,17 @@ def start_episode(options: RunOptions, events: Events) -> tuple[Episode, Episode
     episode.save(record)
     events(f"workspace ready: {episode.workspace}")
     return episode, record
+
+
+def limit_disk(episode: Episode, task: Task, events: Events) -> None:
+    resources = task.spec.resources
+    reason = unavailable()
+    if reason is None:
+        WorkspaceDisk(episode.workspace).create(resources.disk_gb)
+        events(f"workspace disk: {resources.disk_gb:g} GB")
+    else:
+        events(f"warning: the workspace has no disk limit ({reason}); only files over "
+               f"{resources.max_file_gb:g} GB are cut off")
 
 
 def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, grader: Path,
@@ -197,9 +211,23 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
         episode = Episode(resume.resolve())
         record = episode.load()
         if record.status == "finished":
+            WorkspaceDisk(episode.workspace).settle()
             return record, episode.record_path
     else:
         episode, record = start_episode(options, events)
+    disk = WorkspaceDisk(episode.workspace)
+    try:
+        disk.attach()
+        record = run_started(episode, record, options, events)
+        disk.settle()
+    finally:
+        disk.detach()
+    return record, episode.record_path
+
+
+def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
+                events: Events) -> EpisodeRecord:
+    """From the grader's episode to the finished record."""
     with running_grader(options.sandbox, log=episode.folder / "grader.log") as grader:
         client = GraderClient(grader, operator_token())
         if not episode.state_path.exists():
@@ -217,5 +245,4 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
             episode.save(record)
             raise
         events(f"agent stopped ({reason}); scoring the submission on the hidden test split")
-        record = finalize(episode, record, client, reason)
-    return record, episode.record_path
+        return finalize(episode, record, client, reason)
