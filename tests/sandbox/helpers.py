@@ -39,7 +39,8 @@ NO_DAEMON = "no Docker daemon is reachable"
 
 def docker_or_skip() -> Sandbox:
     """The docker backend when a daemon answers here; a skip saying so when none does.
-    Any other failure of a reachable daemon raises, and ``VTBENCH_REQUIRE_DOCKER=1``
+    Any other failure (a daemon that answers wrongly, a base image that cannot be
+    built, a run that fails) raises, and ``VTBENCH_REQUIRE_DOCKER=1``
     turns the skip into a failure too (for machines that must run these tests)."""
     try:
         return get_sandbox("docker")
@@ -47,8 +48,7 @@ def docker_or_skip() -> Sandbox:
         line = error.one_line()
         if not line.startswith(NO_DAEMON) or os.environ.get("VTBENCH_REQUIRE_DOCKER"):
             raise
-        pytest.skip(f"docker backend: {line} (start dockerd to run these tests; "
-                    "VTBENCH_REQUIRE_DOCKER=1 makes this a failure)")
+        pytest.skip(f"docker backend: {line} [VTBENCH_REQUIRE_DOCKER=1 makes this a failure]")
 
 
 def docker_containers() -> list[str]:

@@ -115,3 +115,18 @@ def test_docker_names_a_missing_custom_image_and_the_fix(
         get_sandbox("docker")
     line = caught.value.one_line()
     assert "vtbench-no-such-image:0" in line and "VTBENCH_DOCKER_IMAGE" in line
+
+
+def test_a_docker_daemon_that_answers_wrongly_is_not_reported_as_missing(
+    docker_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The real daemon refuses an API version it does not speak: that must fail the
+    # docker tests, never turn into "no daemon" (which only skips them).
+    from tests.sandbox.helpers import NO_DAEMON, docker_or_skip
+
+    monkeypatch.setenv("DOCKER_API_VERSION", "1.99")
+    with pytest.raises(SandboxUnavailable) as caught:
+        docker_or_skip()
+    line = caught.value.one_line()
+    assert not line.startswith(NO_DAEMON)
+    assert "answered with an error" in line and "1.99" in line

@@ -233,6 +233,7 @@ def test_parallel_sandboxes_run_independently(sandbox: Sandbox) -> None:
 
 
 def test_no_docker_container_outlives_its_sandbox(docker_sandbox: Sandbox) -> None:
+    import subprocess
     import tempfile
 
     host_files = Path(tempfile.gettempdir())
@@ -245,7 +246,10 @@ def test_no_docker_container_outlives_its_sandbox(docker_sandbox: Sandbox) -> No
     process = docker_sandbox.start(["/bin/sleep", "30"], python_spec())
     assert docker_containers() != []  # the check can see a live one
     assert process.kill_tree(grace_seconds=1) == "terminated"
-    stubborn = docker_sandbox.start(["/bin/sh", "-c", "trap '' TERM; sleep 30"], python_spec())
+    stubborn = docker_sandbox.start(["/bin/sh", "-c", "trap '' TERM; echo set; sleep 30"],
+                                    python_spec(), stdout=subprocess.PIPE)
+    assert stubborn.stdout is not None and stubborn.stdout.readline() == b"set\n"
     assert stubborn.kill_tree(grace_seconds=0.5) == "killed"
+    stubborn.stdout.close()
     assert docker_containers() == []
     assert set(host_files.glob("vtbench-docker-*")) <= files_before

@@ -28,8 +28,12 @@ Backends (``get_sandbox(name)``; an unknown name lists the valid ones):
   A fresh /proc of its own pid namespace, a minimal /dev, tmpfs /tmp and /dev/shm,
   read-only /usr and a small /etc subset (generated passwd/group/hosts; no shadow),
   a read-only root, and the spec's mounts: nothing else of the host is visible.
-- ``docker`` (optional): the same policy as ``docker run`` flags; constructing it
-  without a reachable daemon raises one line naming the fix.
+- ``docker`` (optional, where a Docker daemon runs on this host): the same policy as
+  ``docker run`` flags on an empty base image that vtbench builds offline on first use
+  (``vtbench-sandbox-base``, ``docker import`` of an in-memory tarball; host /usr bound
+  read-only); the same limits, tree kill and relays; a few hundred ms per start.
+  Constructing it without a reachable daemon raises one line naming the fix. Details
+  and the differences from bwrap: ``vtbench.sandbox._docker``.
 - ``none`` (development only): no isolation, a loud warning on stderr at every start.
 
 Limits: ``cpu_seconds``, ``memory_mb`` (address space), ``file_size_mb``,

@@ -67,6 +67,7 @@ LABEL = "vtbench.sandbox=1"
 _FIX = "start the Docker daemon (and check DOCKER_HOST), or use the bwrap backend"
 _STARTED = RELAY_DIR / "started"
 _READY_SECONDS = 30.0
+_REMOVE_SECONDS = 10.0
 _ADDED_BY_DOCKER = ("HOSTNAME", "HOME", "PATH")
 _READY_SCRIPT = '{ echo > "$0"; } 2>/dev/null; exec "$@"'
 # $1 docker, $2 container name, $3 client pid, $4 the sandbox's host files. Waits for a
@@ -92,9 +93,14 @@ def _docker_cli() -> str:
                                  hint=_FIX)
     probe = subprocess.run([found, "version", "--format", "{{.Server.Version}}"],
                            capture_output=True, timeout=15, check=False)
-    if probe.returncode != 0 or not probe.stdout.strip():
+    if probe.returncode == 0 and probe.stdout.strip():
+        return found
+    said = probe.stderr.decode(errors="replace").strip().splitlines()
+    if not said or "Cannot connect to the Docker daemon" in said[-1]:
         raise SandboxUnavailable("no Docker daemon is reachable", hint=_FIX)
-    return found
+    # A daemon answered, but wrongly (API version, permissions): not "no daemon".
+    raise SandboxUnavailable(f"the Docker daemon answered with an error: {said[-1]}",
+                             hint="fix the daemon or the docker CLI, or use the bwrap backend")
 
 
 class _Container:
@@ -130,13 +136,36 @@ class _Container:
     def terminate_all(self) -> None:
         self._signal_all(signal.SIGTERM)
 
-    def kill_all(self) -> None:
-        self._signal_all(signal.SIGKILL)
+    def _ended_on_its_own(self) -> bool:
+        """The client returned the command's status: it waited for --rm, so neither the
+        container nor any of its processes is left."""
         code = None if self.client is None else self.client.poll()
-        # A client that ended on its own waited for --rm; any other ending may leave one.
-        if code is None or code < 0 or code == 125:
-            subprocess.run([self._docker, "rm", "-f", self._name], env=self._env,
-                           capture_output=True, timeout=60, check=False)
+        return code is not None and code >= 0 and code != 125
+
+    def kill_all(self) -> None:
+        if self._ended_on_its_own():
+            return
+        pids = self._pids()
+        for pid in pids:  # KILL of pid 1 ends the whole pid namespace
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if pids and self.client is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.client.wait(_REMOVE_SECONDS)  # returns once --rm removed it
+        if not self._ended_on_its_own():
+            self._remove()
+
+    def _remove(self) -> None:
+        # --rm may be removing it already ("removal ... in progress"): until it is gone.
+        deadline = time.monotonic() + _REMOVE_SECONDS
+        while True:
+            removed = subprocess.run([self._docker, "rm", "-f", self._name], env=self._env,
+                                     capture_output=True, timeout=60, check=False)
+            if removed.returncode == 0 or b"No such container" in removed.stderr:
+                return
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
 
 
 def _bind(source: Path | str, target: Path | str, writable: bool = False) -> list[str]:
@@ -197,15 +226,13 @@ def _inner_argv(argv: list[str], spec: SandboxSpec, env: dict[str, str]) -> list
 
 
 def _wait_started(fifo: int, client: subprocess.Popen[bytes], timeout: float) -> None:
-    """Until the container's first instruction wrote to the FIFO, or the client ended."""
+    """Until the container's first instruction wrote to the FIFO, or the client ended.
+    The FIFO stays open (closed by the cleanup), so a late writer never blocks."""
     deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline and client.poll() is None:
-            ready, _, _ = select.select([fifo], [], [], 0.02)
-            if ready:
-                return
-    finally:
-        os.close(fifo)
+    while time.monotonic() < deadline and client.poll() is None:
+        ready, _, _ = select.select([fifo], [], [], 0.02)
+        if ready:
+            return
 
 
 class DockerSandbox(RunsToCompletion):
@@ -278,17 +305,26 @@ class DockerSandbox(RunsToCompletion):
             os.close(fifo)
             raise
         container.client = client
-        watcher = subprocess.Popen(
-            ["/bin/sh", "-c", _WATCH_SCRIPT, "vtbench-docker-watch", self.docker, name,
-             str(client.pid), str(files)], env=client_env, stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        _wait_started(fifo, client, _READY_SECONDS)
+        try:
+            watcher = subprocess.Popen(
+                ["/bin/sh", "-c", _WATCH_SCRIPT, "vtbench-docker-watch", self.docker, name,
+                 str(client.pid), str(files)], env=client_env, stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            _wait_started(fifo, client, _READY_SECONDS)
+        except BaseException:
+            client.kill()
+            client.wait()
+            container.kill_all()
+            os.close(fifo)
+            raise
         return SandboxProcess(client, container, spec.limits,
-                              cleanup=_cleanup(watcher, files))
+                              cleanup=_cleanup(watcher, files, fifo))
 
 
-def _cleanup(watcher: subprocess.Popen[bytes], files: Path) -> Callable[[], str | None]:
+def _cleanup(watcher: subprocess.Popen[bytes], files: Path,
+             fifo: int) -> Callable[[], str | None]:
     def cleanup() -> str | None:
+        os.close(fifo)
         with contextlib.suppress(OSError):
             if watcher.stdin is not None:
                 watcher.stdin.write(b"done\n")
