@@ -114,3 +114,22 @@ def test_python_runs_inside_from_the_runtime_mounts_without_the_repository(
     result = sandbox.run(python_code(code), python_spec())
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().strip() == "False False"
+
+
+def test_environment_values_never_appear_on_a_host_command_line(sandbox: Sandbox) -> None:
+    secret = f"vtbench-secret-{uuid.uuid4().hex}"
+    spec = python_spec(env={"TOKEN": secret, "PATH": "/usr/bin:/bin"})
+    process = sandbox.start(["/bin/sh", "-c", 'echo "$TOKEN"; exec sleep 30'], spec,
+                            stdout=subprocess.PIPE)
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().decode().strip() == secret  # it did get in
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                assert secret.encode() not in cmdline.read_bytes(), cmdline
+            except OSError:
+                continue
+    finally:
+        process.kill_tree(grace_seconds=1)
+        if process.stdout is not None:
+            process.stdout.close()

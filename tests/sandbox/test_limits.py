@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox.helpers import (
+    PYTHON,
     docker_containers,
     host_processes_matching,
     python_code,
@@ -253,3 +254,16 @@ def test_no_docker_container_outlives_its_sandbox(docker_sandbox: Sandbox) -> No
     stubborn.stdout.close()
     assert docker_containers() == []
     assert set(host_files.glob("vtbench-docker-*")) <= files_before
+
+
+def test_docker_limits_the_memory_of_the_whole_tree(docker_sandbox: Sandbox) -> None:
+    # Four processes of 120 MB each: every one is within the per-process limit of 256 MB,
+    # together they are not; the container's memory cgroup must stop some of them.
+    hog = "import time; held = b'x' * (120 << 20); time.sleep(3); print('kept')"
+    script = "; ".join(f"({PYTHON} -c \"{hog}\" &)" for _ in range(4)) + "; sleep 5"
+    spec = python_spec(limits=Limits(wall_seconds=30, memory_mb=256))
+    result = docker_sandbox.run(["/bin/sh", "-c", script], spec)
+    kept = result.stdout.decode().split().count("kept")
+    assert kept < 4, result
+    single = docker_sandbox.run(python_code(hog), spec)
+    assert single.stdout == b"kept\n", single  # one alone fits: the attack is a tree attack
