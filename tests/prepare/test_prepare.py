@@ -4,6 +4,8 @@ import pytest
 
 from tests.episode.conftest import quick_copy
 from vtbench import layout
+from vtbench.episode.runner import initial_model
+from vtbench.errors import NotPrepared
 from vtbench.prepare import prepare_task, task_scores
 from vtbench.prepare.systems import TrainingFailed
 from vtbench.tasks import load_task
@@ -62,3 +64,19 @@ def test_a_failed_training_leaves_nothing_half_written(quick_arith: Path) -> Non
     systems = layout.task_store(task.id) / "systems"
     assert not list(systems.glob("*/model-seed*"))
     assert not (layout.task_store(task.id) / "scores.json").exists()
+
+
+def test_a_changed_task_is_prepared_again_and_a_stale_one_is_refused(
+        quick_arith: Path) -> None:
+    task = load_task(quick_arith)
+    first = prepare_task(task)
+    config = quick_arith.parent / "_tiny" / "trainer" / "config.toml"
+    config.write_text(config.read_text().replace("steps = 2", "steps = 1"))
+    with pytest.raises(NotPrepared, match="changed since it was prepared"):
+        initial_model(task)
+    lines: list[str] = []
+    again = prepare_task(task, report=lambda job, line: lines.append(line))
+    assert any("changed since it was prepared" in line for line in lines)
+    assert any("step 1/1" in line for line in lines)
+    assert set(again) == set(first)
+    assert initial_model(task).is_dir()

@@ -35,6 +35,7 @@ from vtbench.errors import NotPrepared, VtbenchError
 from vtbench.grader.core import operator_token
 from vtbench.models.base import resolve_base
 from vtbench.prepare import task_scores
+from vtbench.prepare.digest import is_current
 from vtbench.prepare.prepare import system_folder
 from vtbench.prepare.systems import is_complete, model_dir
 from vtbench.sandbox import get_sandbox, prepare_writable
@@ -73,6 +74,9 @@ def initial_model(task: Task) -> Path:
     scores = task_scores(task)
     if not is_complete(model) or scores["initial"]["test"] is None:
         raise NotPrepared(f"task {task.id!r} is not prepared",
+                          hint=f"run: vtbench prepare --task {task.id}")
+    if not is_current(task):
+        raise NotPrepared(f"task {task.id!r} changed since it was prepared",
                           hint=f"run: vtbench prepare --task {task.id}")
     return model
 

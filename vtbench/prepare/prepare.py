@@ -17,6 +17,7 @@ from vtbench import layout
 from vtbench.errors import VtbenchError
 from vtbench.evaluation import evaluate
 from vtbench.models.base import resolve_base
+from vtbench.prepare.digest import forget_stale
 from vtbench.prepare.systems import (
     SystemPlan,
     build_components,
@@ -98,6 +99,9 @@ def prepare_task(task: Task, seeds: tuple[int, ...] = (0,), workers: int = 2,
                  report: Reporter = lambda job, line: None,
                  sandbox: str = "bwrap") -> dict[str, Any]:
     ensure_splits(task)
+    if forget_stale(task):
+        report(task.id, "the task or its base model changed since it was prepared: "
+                        "preparing it again")
     plans = plans_for(task)
     for plan in plans:
         build_components(task, plan, system_folder(task, plan.name))

@@ -1,0 +1,65 @@
+"""What a task's prepared systems were built from, so that a changed task is not served
+stale models and scores.
+
+The digest covers every file of the task pack (``task.toml``, builder, scorer, reference,
+the public data, trainer and harness sources, shared folders such as ``../_tiny``) and the
+base model's files. ``prepare`` rebuilds the systems and scores of a task whose digest
+changed (or was never recorded); the splits stay as they are, so episodes remain
+comparable (delete ``splits/`` in the task's store to draw new ones). An episode refuses
+to start on a stale preparation.
+"""
+
+import hashlib
+import shutil
+from pathlib import Path
+
+from vtbench import layout
+from vtbench.models.base import resolve_base
+from vtbench.tasks.materialize import COMPONENTS
+from vtbench.tasks.registry import Task
+from vtbench.tasks.store import atomic_write
+
+
+def _folders(task: Task) -> list[Path]:
+    sources = {(task.root / source).resolve() for name in COMPONENTS
+               for source in getattr(task.spec.components, name).sources}
+    return [task.root.resolve(), *sorted(s for s in sources if task.root.resolve() not in s.parents
+                                         and s != task.root.resolve()),
+            resolve_base(task.spec.base_model).resolve()]
+
+
+def pack_digest(task: Task) -> str:
+    """sha256 over the relative paths and contents of the task pack and its base model."""
+    digest = hashlib.sha256()
+    for folder in _folders(task):
+        files = [folder] if folder.is_file() else sorted(
+            p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        for path in files:
+            digest.update(f"{folder.name}/{path.relative_to(folder)}\0".encode())
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()
+
+
+def _digest_path(task: Task) -> Path:
+    return layout.task_store(task.id) / "pack.sha256"
+
+
+def is_current(task: Task) -> bool:
+    """Whether the task's prepared systems were built from the task as it is now."""
+    path = _digest_path(task)
+    return path.exists() and path.read_text().strip() == pack_digest(task)
+
+
+def forget_stale(task: Task) -> bool:
+    """Remove systems and scores built from another version of the task; record this
+    version. Returns whether anything was removed."""
+    if is_current(task):
+        return False
+    store = layout.task_store(task.id)
+    stale = (store / "systems").exists() or (store / "scores.json").exists()
+    shutil.rmtree(store / "systems", ignore_errors=True)
+    (store / "scores.json").unlink(missing_ok=True)
+    atomic_write(_digest_path(task), pack_digest(task) + "\n", mode=0o644)
+    return stale
