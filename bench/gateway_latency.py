@@ -4,7 +4,7 @@ The scripted upstream and the gateway (``vtbench gateway serve``) run as separat
 on unix sockets, as in an episode; this process is the agent. Requests go round-robin over
 the kinds and alternate direct / via gateway, so drift in machine load hits all alike.
 Prints p50 and p99 of each path and of the per-request difference for each kind
-(Anthropic Messages and OpenAI Responses, whole and streaming). Goal: added p50 <= 2 ms.
+(Anthropic Messages, OpenAI Responses and Gemini, whole and streaming). Goal: added p50 <= 2 ms.
 
     .venv/bin/python bench/gateway_latency.py [--requests 300]
 """
@@ -27,6 +27,8 @@ KINDS = {
     "messages whole": ("/v1/messages", False),
     "responses stream": ("/v1/responses", True),
     "responses whole": ("/v1/responses", False),
+    "gemini stream": ("/v1beta/models/gemini-bench:streamGenerateContent?alt=sse", True),
+    "gemini whole": ("/v1beta/models/gemini-bench:generateContent", False),
 }
 
 
@@ -50,6 +52,8 @@ def client(socket_path: Path) -> httpx.Client:
 
 
 def body_for(path: str, stream: bool) -> dict[str, object]:
+    if path.startswith("/v1beta/"):  # Gemini: the route, not the body, says whether it streams
+        return {"contents": [{"role": "user", "parts": [{"text": "hello " * 50}]}]}
     if path.startswith("/v1/messages"):
         return {"model": "claude-bench", "max_tokens": 64, "stream": stream,
                 "messages": [{"role": "user", "content": "hello " * 50}]}
@@ -58,7 +62,8 @@ def body_for(path: str, stream: bool) -> dict[str, object]:
 
 def timed(http: httpx.Client, path: str, stream: bool) -> float:
     payload = body_for(path, stream)
-    headers = {"x-api-key": "agent-key", "authorization": "Bearer agent-key"}
+    headers = {"x-api-key": "agent-key", "authorization": "Bearer agent-key",
+               "x-goog-api-key": "agent-key"}
     begin = time.perf_counter()
     if stream:
         with http.stream("POST", path, json=payload, headers=headers) as response:
@@ -101,7 +106,8 @@ def main() -> None:
     config = work / "gateway.toml"
     config.write_text(
         f'[anthropic]\nbase_url = "http://up"\nuds = "{up_sock}"\napi_key_env = "BENCH_KEY"\n'
-        f'[openai]\nbase_url = "http://up/v1"\nuds = "{up_sock}"\napi_key_env = "BENCH_KEY"\n')
+        f'[openai]\nbase_url = "http://up/v1"\nuds = "{up_sock}"\napi_key_env = "BENCH_KEY"\n'
+        f'[gemini]\nbase_url = "http://up"\nuds = "{up_sock}"\napi_key_env = "BENCH_KEY"\n')
     python = sys.executable
     upstream = start([python, "-m", "tests.fakes.scripted_upstream", "--socket", str(up_sock),
                       "--text", "a short scripted answer"], up_sock, env)
