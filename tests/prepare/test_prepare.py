@@ -72,6 +72,7 @@ def test_a_changed_task_is_prepared_again_and_a_stale_one_is_refused(
     first = prepare_task(task)
     config = quick_arith.parent / "_tiny" / "trainer" / "config.toml"
     config.write_text(config.read_text().replace("steps = 2", "steps = 1"))
+    assert first["current"] and not task_scores(task)["current"]
     with pytest.raises(NotPrepared, match="changed since it was prepared"):
         initial_model(task)
     lines: list[str] = []

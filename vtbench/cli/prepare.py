@@ -26,14 +26,16 @@ def scores_rows(scores: list[dict]) -> list[list[object]]:
     rows = [[s["initial"]["val"], s["initial"]["test"], s["reference"]["val"],
              s["reference"]["test"], *(s["ablations"][c] for c in components),
              *(s["leave_one_out"][c] for c in components)] for s in scores]
-    return [[s["task"], *(f"{v:.3f}" if v is not None else None for v in row)]
+    return [[s["task"] if s["current"] else f"{s['task']} (stale)",
+             *(f"{v:.3f}" if v is not None else None for v in row)]
             for s, row in zip(scores, rows, strict=True)]
 
 
 SCORE_COLUMNS = ["task", "init val", "init test", "ref val", "ref test",
                  "only D", "only T", "only H", "ref -D", "ref -T", "ref -H"]
 """Beyond the first five: val means of the initial system with one component's change
-(only X) and of the reference with one change reverted (ref -X); '-' where not measured."""
+(only X) and of the reference with one change reverted (ref -X); '-' where not measured.
+A task prepared from another version of it is marked stale."""
 
 
 def prepare(

@@ -17,7 +17,7 @@ from vtbench import layout
 from vtbench.errors import VtbenchError
 from vtbench.evaluation import evaluate
 from vtbench.models.base import resolve_base
-from vtbench.prepare.digest import forget_stale
+from vtbench.prepare.digest import forget_stale, is_current
 from vtbench.prepare.systems import (
     SystemPlan,
     build_components,
@@ -134,7 +134,8 @@ def leave_one_out(task: Task, val: Callable[[str, str], float | None]) -> dict[s
 
 def task_scores(task: Task) -> dict[str, Any]:
     """The ``tasks scores`` object: initial/reference val+test, ablations (one component's
-    change alone), leave-one-out (one reverted), seed spreads."""
+    change alone), leave-one-out (one reverted), seed spreads, and whether it was prepared
+    from the task as it is now (``current``)."""
     scores = load_scores(task)
 
     def split_mean(system: str, split: str) -> float | None:
@@ -151,4 +152,5 @@ def task_scores(task: Task) -> dict[str, Any]:
         "leave_one_out": leave_one_out(task, split_mean),
         "seed_sd": {name: _spread(values.get("val")) for name, values in scores.items()},
         "seeds": max((len(v.get("val", {})) for v in scores.values()), default=0),
+        "current": is_current(task),
     }
