@@ -34,9 +34,13 @@ def test_prepare_scores_every_system_and_a_second_run_does_no_work(quick_arith: 
 
 def test_with_a_fixed_harness_leave_one_out_is_the_other_change_alone(
         quick_arith: Path) -> None:
-    scores = prepare_task(load_task(quick_arith))
+    task = load_task(quick_arith)
+    scores = prepare_task(task)
     assert scores["leave_one_out"] == {"data": scores["ablations"]["trainer"],
                                        "trainer": scores["ablations"]["data"], "harness": None}
+    systems = layout.task_store(task.id) / "systems"
+    assert {path.name for path in systems.iterdir()} == {"initial", "reference", "data",
+                                                         "trainer"}
 
 
 def test_an_editable_harness_adds_leave_one_out_systems_that_train_nothing(
