@@ -110,7 +110,10 @@ def test_a_bound_unix_socket_is_reachable_at_its_inside_path(
         "s = socket.socket(socket.AF_UNIX)\n"
         "s.connect('/run/grader.sock')\n"
         "s.sendall(b'GET /x HTTP/1.0\\r\\n\\r\\n')\n"
-        "print(s.recv(4096).decode().splitlines()[-1])\n"
+        "reply = b''\n"
+        "while chunk := s.recv(4096):  # HTTP/1.0: the server closes after the body\n"
+        "    reply += chunk\n"
+        "print(reply.decode().splitlines()[-1])\n"
     )
     spec = python_spec(unix_sockets={Path("/run/grader.sock"): unix_http_server})
     result = sandbox.run(python_code(code), spec)
