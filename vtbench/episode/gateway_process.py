@@ -26,6 +26,7 @@ import httpx
 
 from vtbench.episode.record import LlmUsage
 from vtbench.errors import GatewayError, VtbenchError
+from vtbench.processes import stop_process
 from vtbench.sandbox import grant_socket
 from vtbench.spec import Budgets
 
@@ -105,12 +106,7 @@ def running_gateway(config: Path, episode_id: str, budgets: Budgets, folder: Pat
             time.sleep(0.1)
         yield grant_socket(socket)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         socket.unlink(missing_ok=True)
         if socket.parent != folder:
             shutil.rmtree(socket.parent, ignore_errors=True)

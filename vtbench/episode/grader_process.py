@@ -17,6 +17,7 @@ import httpx
 
 from vtbench import layout
 from vtbench.errors import GraderUnavailable
+from vtbench.processes import stop_process
 from vtbench.sandbox import grant_socket
 
 
@@ -56,8 +57,4 @@ def running_grader(sandbox: str = "bwrap", log: Path | None = None) -> Iterator[
             time.sleep(0.2)
         yield grant_socket(socket)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process)

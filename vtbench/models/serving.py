@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from vtbench.errors import CheckpointError, MissingDependency, ModelServerError
 from vtbench.models.server import CHECKPOINT_EXIT_CODE, MAX_SOCKET_PATH
+from vtbench.processes import Stoppable, stop_process
 
 if TYPE_CHECKING:
     import httpx
@@ -70,15 +71,10 @@ class ModelServer(Protocol):
                  trace: TracebackType | None) -> None: ...
 
 
-class _Process(Protocol):
+class _Process(Stoppable, Protocol):
     """What a handle needs of its server process (``subprocess.Popen`` has it)."""
 
     pid: int
-
-    def poll(self) -> int | None: ...
-    def terminate(self) -> None: ...
-    def kill(self) -> None: ...
-    def wait(self, timeout: float | None = None) -> int: ...
 
 
 class _ServerProcess:
@@ -183,16 +179,8 @@ class _ServerProcess:
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            if self.graceful_stop:
-                process.terminate()
-            else:
-                process.kill()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        if process is not None:
+            stop_process(process, graceful=self.graceful_stop)
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
 
