@@ -21,11 +21,12 @@ from vtbench.tasks.store import atomic_write
 
 
 def _folders(task: Task) -> list[Path]:
-    sources = {(task.root / source).resolve() for name in COMPONENTS
+    """The task folder, the sources it shares from outside it, the base model."""
+    root = task.root.resolve()
+    sources = {(root / source).resolve() for name in COMPONENTS
                for source in getattr(task.spec.components, name).sources}
-    return [task.root.resolve(), *sorted(s for s in sources if task.root.resolve() not in s.parents
-                                         and s != task.root.resolve()),
-            resolve_base(task.spec.base_model).resolve()]
+    outside = sorted(s for s in sources if not s.is_relative_to(root))
+    return [root, *outside, resolve_base(task.spec.base_model).resolve()]
 
 
 def pack_digest(task: Task) -> str:
@@ -46,20 +47,25 @@ def _digest_path(task: Task) -> Path:
     return layout.task_store(task.id) / "pack.sha256"
 
 
+def _recorded(task: Task) -> str | None:
+    path = _digest_path(task)
+    return path.read_text().strip() if path.exists() else None
+
+
 def is_current(task: Task) -> bool:
     """Whether the task's prepared systems were built from the task as it is now."""
-    path = _digest_path(task)
-    return path.exists() and path.read_text().strip() == pack_digest(task)
+    return _recorded(task) == pack_digest(task)
 
 
 def forget_stale(task: Task) -> bool:
     """Remove systems and scores built from another version of the task; record this
     version. Returns whether anything was removed."""
-    if is_current(task):
+    current = pack_digest(task)
+    if _recorded(task) == current:
         return False
     store = layout.task_store(task.id)
     stale = (store / "systems").exists() or (store / "scores.json").exists()
     shutil.rmtree(store / "systems", ignore_errors=True)
     (store / "scores.json").unlink(missing_ok=True)
-    atomic_write(_digest_path(task), pack_digest(task) + "\n", mode=0o644)
+    atomic_write(_digest_path(task), current + "\n", mode=0o644)
     return stale
