@@ -116,6 +116,9 @@ def _convert(gguf: Path, out: Path) -> None:
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict(), strict=True)
     del loaded
+    if tokenizer.pad_token is None:
+        # Older transformers read no padding token from the GGUF; trainers need one.
+        tokenizer.pad_token = tokenizer.eos_token
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
 

@@ -55,9 +55,9 @@ def make_batch(examples: list[tuple[list[int], int]], pad_id: int) -> dict[str, 
     for ids, prompt_length in examples:
         pad = width - len(ids)
         mask = loss_mask(prompt_length, len(ids))
-        input_ids.append([pad_id] * pad + ids)
-        attention.append([0] * pad + [1] * len(ids))
-        labels.append([-100] * pad + [t if m else -100 for t, m in zip(ids, mask, strict=True)])
+        input_ids.append(ids + [pad_id] * pad)
+        attention.append([1] * len(ids) + [0] * pad)
+        labels.append([t if m else -100 for t, m in zip(ids, mask, strict=True)] + [-100] * pad)
     return {"input_ids": torch.tensor(input_ids), "attention_mask": torch.tensor(attention),
             "labels": torch.tensor(labels)}
 
@@ -106,6 +106,9 @@ def train(base: Path, data: Path, out: Path, seed: int, config: dict) -> dict:
         batch = {name: tensor.to(device) for name, tensor in batch.items()}
         with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
             loss = model(**batch).loss
+        if not math.isfinite(loss.item()):
+            raise SystemExit(f"train.py: the loss is not finite at step {step + 1}: training "
+                             "diverged (try a lower lr); no model was saved")
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
