@@ -1,5 +1,8 @@
 """Harness: one greedy completion per instance from a prompt template.
 
+Instances go to the model server in chunks of ``CHUNK`` prompts per request, a few
+requests at a time, so that the server always has a full batch waiting.
+
 Protocol: python run.py --inputs IN.jsonl --base-url URL --out OUT.jsonl [--decoding JSON]
 IN lines are {"id", "input": {...}}; OUT gets one {"id", "output", "trajectory"} per line.
 The prompt template and stop strings come from harness.toml beside this file.
@@ -11,16 +14,19 @@ import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from client import complete
+from client import complete_many
 
 HERE = Path(__file__).parent
+CHUNK = 64
+PARALLEL_REQUESTS = 4
 
 
-def solve(instance: dict, settings: dict, base_url: str, decoding: dict) -> dict:
-    prompt = settings["prompt"].format(**instance["input"])
-    result = complete(base_url, prompt, decoding, stop=settings.get("stop"))
-    output = result["texts"][0].strip()
-    return {"id": instance["id"], "output": output, "trajectory": {"calls": [result["call"]]}}
+def solve(chunk: list[dict], settings: dict, base_url: str, decoding: dict) -> list[dict]:
+    prompts = [settings["prompt"].format(**instance["input"]) for instance in chunk]
+    results = complete_many(base_url, prompts, decoding, stop=settings.get("stop"))
+    return [{"id": instance["id"], "output": result["texts"][0].strip(),
+             "trajectory": {"calls": [result["call"]]}}
+            for instance, result in zip(chunk, results, strict=True)]
 
 
 def main() -> None:
@@ -33,11 +39,13 @@ def main() -> None:
     settings = tomllib.loads((HERE / "harness.toml").read_text())
     decoding = json.loads(args.decoding) if args.decoding else settings["decoding"]
     instances = [json.loads(line) for line in args.inputs.read_text().splitlines() if line]
-    with ThreadPoolExecutor(max_workers=64) as pool:
-        results = pool.map(lambda i: solve(i, settings, args.base_url, decoding), instances)
+    chunks = [instances[i:i + CHUNK] for i in range(0, len(instances), CHUNK)]
+    with ThreadPoolExecutor(max_workers=PARALLEL_REQUESTS) as pool:
+        results = pool.map(lambda chunk: solve(chunk, settings, args.base_url, decoding), chunks)
         with args.out.open("w") as out:
-            for result in results:
-                out.write(json.dumps(result) + "\n")
+            for chunk_results in results:
+                for result in chunk_results:
+                    out.write(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":
