@@ -210,15 +210,20 @@ class CompletionServer:
         self.base_url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
 
     def complete(self, body: dict) -> dict:
-        self.prompts.append(body["prompt"])
-        text = self.model(body["prompt"])[: body["max_tokens"]]
+        """One choice per prompt; ``prompt`` may be a list, as in the OpenAI API."""
+        prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+        choices = [self.choice(index, prompt, body) for index, prompt in enumerate(prompts)]
+        return {"id": "cmpl-1", "object": "text_completion", "model": body["model"],
+                "choices": choices}
+
+    def choice(self, index: int, prompt: str, body: dict) -> dict:
+        self.prompts.append(prompt)
+        text = self.model(prompt)[: body["max_tokens"]]
         finish = "length"
         cuts = [text.find(s) for s in body["stop"] if s in text]
         if cuts:
             text, finish = text[: min(cuts)], "stop"
-        choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
-        return {"id": "cmpl-1", "object": "text_completion", "model": body["model"],
-                "choices": [choice]}
+        return {"index": index, "text": text, "finish_reason": finish, "logprobs": None}
 
     def __enter__(self) -> "CompletionServer":
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
