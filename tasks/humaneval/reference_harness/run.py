@@ -19,6 +19,9 @@ from pathlib import Path
 from client import complete
 
 HERE = Path(__file__).parent
+THREADS = 16
+"""Requests in flight. Threads count against the sandbox's process limit, which on a host
+without cgroup v1 controllers is one per-user limit shared by every sandbox at once."""
 CHECK = r"""
 import doctest, json, sys
 name, source = sys.argv[1], sys.stdin.read()
@@ -68,7 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = tomllib.loads((HERE / "harness.toml").read_text())
     instances = [json.loads(line) for line in args.inputs.read_text().splitlines() if line]
-    with ThreadPoolExecutor(max_workers=64) as pool:
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
         results = pool.map(lambda i: solve(i, settings, args.base_url), instances)
         with args.out.open("w") as out:
             for result in results:
