@@ -2,13 +2,14 @@
 
 Data: read the sentence back out of every row (either prompt format), relabel it with a
 parser of the sentence patterns, rewrite the row in the harness's format with a JSON
-completion, remove duplicates and synthesise sentences of the patterns the data
-under-represents. Trainer: completion-only loss, higher learning rate with warm-up and
-cosine decay, more steps.
+completion and remove duplicates. (Topping the 1,400 clean rows up to 2,400 with
+synthetic sentences of every pattern made the reference worse, 0.17 against 0.49 on val:
+perhaps because in 300 steps the tiny model then sees each row twice, not three times.)
+Trainer: completion-only loss, higher learning rate with warm-up and cosine decay, more
+steps.
 """
 
 import json
-import random
 import re
 from pathlib import Path
 
@@ -56,12 +57,6 @@ def apply_data(data_dir: Path, task) -> None:
     cleaned = {}
     for row in read_rows(data_dir):
         fixed = clean_row(row)
-        if fixed:
-            cleaned[fixed["prompt"]] = fixed
-    rng = random.Random(7)
-    while len(cleaned) < 2400:
-        person = task.builder.make_person(rng)
-        fixed = clean_row({"prompt": PROMPT.format(text=person["text"])})
         if fixed:
             cleaned[fixed["prompt"]] = fixed
     write_rows(data_dir, list(cleaned.values()))
