@@ -34,7 +34,7 @@ from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
 from vtbench.errors import NotPrepared, VtbenchError
 from vtbench.grader.core import operator_token
 from vtbench.models.base import resolve_base
-from vtbench.prepare import task_scores
+from vtbench.prepare import score_summary
 from vtbench.prepare.digest import is_current
 from vtbench.prepare.prepare import system_folder
 from vtbench.prepare.systems import is_complete, model_dir
@@ -71,7 +71,7 @@ def now() -> str:
 
 def initial_model(task: Task) -> Path:
     model = model_dir(system_folder(task, "initial"), 0)
-    scores = task_scores(task)
+    scores = score_summary(task)
     if not is_complete(model) or scores["initial"]["test"] is None:
         raise NotPrepared(f"task {task.id!r} is not prepared",
                           hint=f"run: vtbench prepare --task {task.id}")
@@ -111,7 +111,7 @@ def start_episode(options: RunOptions, events: Events) -> tuple[Episode, Episode
     if agent.needs_gateway:
         config_path(options.gateway_config, agent.name)
     model = initial_model(task)
-    scores = task_scores(task)
+    scores = score_summary(task)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     slug = options.agent.replace("command:", "command-").replace("/", "_").replace(" ", "_")[:40]
     episode = Episode(options.out.resolve() / f"{task.id}-{slug}-s{options.seed}-{stamp}")

@@ -255,12 +255,12 @@ class Grader:
         return self.test_result(episode_id)
 
     def test_result(self, episode_id: str) -> TestResult:
-        from vtbench.prepare import task_scores
+        from vtbench.prepare import score_summary
         from vtbench.tasks import find_task
 
         episode = self.ledger.episode(episode_id)
         task = find_task(episode.task)
-        scores = task_scores(task)
+        scores = score_summary(task)
         initial, reference = scores["initial"]["test"], scores["reference"]["test"]
         submission = self.ledger.submission(episode_id)
         result = (submission.result or {}) if submission else {}
@@ -493,7 +493,7 @@ class Grader:
         """The test score prepare measured, when the submission is the initial system itself:
         the gain is defined against that measurement, so the same bytes get the same number."""
         from vtbench.grader.intake import intake
-        from vtbench.prepare import task_scores
+        from vtbench.prepare import score_summary
         from vtbench.prepare.prepare import system_folder
         from vtbench.prepare.systems import is_complete, model_dir
         from vtbench.tasks import find_task
@@ -504,7 +504,7 @@ class Grader:
             return None
         if intake(initial, "model").hash != model_hash:
             return None
-        score: float | None = task_scores(task)["initial"]["test"]
+        score: float | None = score_summary(task)["initial"]["test"]
         return score
 
     def _score_submission(self, episode_id: str, model_hash: str, harness_hash: str) -> None:

@@ -133,9 +133,14 @@ def leave_one_out(task: Task, val: Callable[[str, str], float | None]) -> dict[s
 
 
 def task_scores(task: Task) -> dict[str, Any]:
-    """The ``tasks scores`` object: initial/reference val+test, ablations (one component's
-    change alone), leave-one-out (one reverted), seed spreads, and whether it was prepared
-    from the task as it is now (``current``)."""
+    """The ``tasks scores`` object: :func:`score_summary` and whether the task was prepared
+    from the task as it is now (``current``: hashes the pack and its base model)."""
+    return {**score_summary(task), "current": is_current(task)}
+
+
+def score_summary(task: Task) -> dict[str, Any]:
+    """Initial/reference val+test, ablations (one component's change alone), leave-one-out
+    (one reverted) and seed spreads, read from ``scores.json`` alone."""
     scores = load_scores(task)
 
     def split_mean(system: str, split: str) -> float | None:
@@ -152,5 +157,4 @@ def task_scores(task: Task) -> dict[str, Any]:
         "leave_one_out": leave_one_out(task, split_mean),
         "seed_sd": {name: _spread(values.get("val")) for name, values in scores.items()},
         "seeds": max((len(v.get("val", {})) for v in scores.values()), default=0),
-        "current": is_current(task),
     }
