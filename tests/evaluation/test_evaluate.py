@@ -1,11 +1,16 @@
 import base64
 import json
+import os
 import random
+import shutil
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.evaluation.conftest import write_harness
+from vtbench.errors import CheckpointError, ModelServerError
 from vtbench.evaluation import evaluate
 from vtbench.tasks import find_task
 from vtbench.tasks.store import ensure_splits, load_split, split_path
@@ -127,3 +132,60 @@ def test_every_instance_gets_an_output_when_the_harness_sends_all_requests_at_on
     result = evaluate(find_task("arith"), tiny_model, "val", items=items)
     assert result.error is None
     assert [i.error for i in result.instances] == [None] * len(items)
+
+
+def _broken_in_the_server(tiny_model: Path, folder: Path) -> Path:
+    """A checkpoint that passes the static check but fails to load in the server."""
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["num_hidden_layers"], config["hidden_size"] = 1, 96
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_weights_that_fail_to_load_are_a_checkpoint_error_and_the_harness_is_not_awaited(
+        tiny_model: Path, tmp_path: Path) -> None:
+    broken = _broken_in_the_server(tiny_model, tmp_path / "broken")
+    # The harness starts while the model loads; it must be ended, not waited for.
+    harness = write_harness(tmp_path / "h", "import time\ntime.sleep(120)\n")
+    started = time.monotonic()
+    with pytest.raises(CheckpointError, match="cannot load model"):
+        evaluate(find_task("dsl"), broken, "val", harness_dir=harness,
+                 items=some_items("dsl", 3))
+    assert time.monotonic() - started < 60
+
+
+def test_a_model_server_that_dies_mid_run_ends_the_validation_as_a_server_error(
+        tiny_model: Path, tmp_path: Path) -> None:
+    harness = write_harness(tmp_path / "h", "import time\ntime.sleep(120)\n")
+    killed: list[int] = []
+
+    def kill_the_server(done: int, total: int) -> None:
+        if not killed:
+            killed.extend(_servers_of_this_process())
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)
+
+    started = time.monotonic()
+    with pytest.raises(ModelServerError, match="exited"):
+        evaluate(find_task("dsl"), tiny_model, "val", harness_dir=harness,
+                 items=some_items("dsl", 3), on_progress=kill_the_server)
+    assert killed and time.monotonic() - started < 60
+
+
+def _servers_of_this_process() -> list[int]:
+    """The model servers running for this process: children of its template."""
+    from vtbench.models import template
+
+    assert template._running is not None
+    parent = str(template._running.process.pid)
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1] == parent and fields[0] != "Z":
+                children.append(int(entry.name))
+    return children

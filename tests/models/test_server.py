@@ -320,3 +320,44 @@ def test_a_chat_prompt_that_fills_the_context_is_a_400(http: httpx.Client) -> No
     answer = http.post("/v1/chat/completions", json={"messages": messages})
     assert answer.status_code == 400
     assert "context" in answer.json()["error"]["message"]
+
+
+def test_stop_kills_the_server_at_once_and_removes_the_socket_it_was_given(
+        model_dir: Path, tmp_path: Path) -> None:
+    with serve_model(model_dir, tmp_path / "given.sock") as running:
+        pid = running.pid
+        assert pid is not None and (tmp_path / "given.sock").exists()
+        started = time.monotonic()
+    assert time.monotonic() - started < 2.0  # a graceful uvicorn shutdown is not awaited
+    assert not (tmp_path / "given.sock").exists()
+    deadline = time.monotonic() + 10
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _running(pid)
+
+
+def test_a_server_launched_unready_answers_once_wait_ready_returns(model_dir: Path) -> None:
+    with serve_model(model_dir, ready=False) as running:
+        running.wait_ready()
+        with running.client(timeout=30) as client:
+            assert client.get("/health").json()["status"] == "ok"
+
+
+def test_weights_that_fail_to_load_surface_from_wait_ready(model_dir: Path,
+                                                           tmp_path: Path) -> None:
+    broken = tmp_path / "mismatch"
+    shutil.copytree(model_dir, broken)
+    config = json.loads((broken / "config.json").read_text())
+    config["num_hidden_layers"], config["hidden_size"] = 1, 96
+    (broken / "config.json").write_text(json.dumps(config))
+    with (serve_model(broken, ready=False) as running,
+          pytest.raises(CheckpointError, match="cannot load model")):
+        running.wait_ready()
+
+
+def test_the_server_log_goes_where_it_is_asked_not_beside_the_socket(
+        model_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "socket").mkdir()
+    with serve_model(model_dir, tmp_path / "socket" / "m.sock", log_path=tmp_path / "m.log"):
+        assert sorted(p.name for p in (tmp_path / "socket").iterdir()) == ["m.sock"]
+    assert (tmp_path / "m.log").exists()

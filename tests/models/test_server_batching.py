@@ -104,3 +104,46 @@ def test_eos_ends_a_row_unless_it_is_ignored() -> None:
     assert ended[0].token_ids == tokens[:cut]
     assert ended[0].finish_reason == "stop"
     assert ended[0].text == tokenizer.decode(tokens[:cut], skip_special_tokens=True)
+
+
+def _run_engine(**options: float) -> BatchEngine:
+    import torch
+
+    torch.set_num_threads(1)
+    engine = BatchEngine(new_tiny_model(5).eval(), build_char_tokenizer(), max_batch=4,
+                         **options)  # type: ignore[arg-type]
+    engine.start()
+    return engine
+
+
+def test_the_last_rows_of_a_workload_sent_at_once_do_not_sit_out_the_window() -> None:
+    engine = _run_engine(window_s=2.0, gap_s=0.05)
+    try:  # ten rows at once: batches of 4, 4, 2; nobody comes back for the last 2 rows
+        together(engine, *[GenerationRequest(ids(f"row {i}"), 3) for i in range(10)])
+    finally:
+        engine.stop()
+    assert engine.stats.generate_calls == 3
+    assert engine.stats.collect_seconds < 1.0  # waiting out the window would take 2 s
+
+
+def test_clients_that_come_back_once_answered_still_share_full_batches() -> None:
+    import threading
+
+    engine = _run_engine(window_s=2.0, gap_s=0.2)
+    start = threading.Barrier(4)
+
+    def client(k: int) -> None:
+        start.wait()
+        for turn in range(3):
+            engine.submit(GenerationRequest(ids(f"client {k} turn {turn}"), 3)).result(120)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    finally:
+        engine.stop()
+    assert engine.stats.generate_calls == 3
+    assert engine.stats.largest_batch == 4

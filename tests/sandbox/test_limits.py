@@ -267,3 +267,15 @@ def test_docker_limits_the_memory_of_the_whole_tree(docker_sandbox: Sandbox) -> 
     assert kept < 4, result
     single = docker_sandbox.run(python_code(hog), spec)
     assert single.stdout == b"kept\n", single  # one alone fits: the attack is a tree attack
+
+
+def test_a_timed_wait_returns_when_the_command_ends_and_not_before(sandbox: Sandbox) -> None:
+    import subprocess
+
+    process = sandbox.start(["/bin/sh", "-c", "sleep 0.6"], python_spec())
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        process.wait(timeout=0.1)
+    assert process.returncode is None
+    assert process.wait(timeout=30) == 0
+    assert time.monotonic() - started < 10

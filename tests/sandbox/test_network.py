@@ -5,7 +5,9 @@ import http.server
 import os
 import socket
 import socketserver
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,3 +129,75 @@ def test_a_relay_socket_that_never_appears_fails_clearly(sandbox: Sandbox, tmp_p
     spec = python_spec(tcp_relays={8080: missing}, socket_wait_seconds=0.2)
     with pytest.raises(SandboxError, match=str(missing)):
         sandbox.run(["true"], spec)
+
+
+def _serve_unix_http(path: Path) -> _UnixHTTPServer:
+    server = _UnixHTTPServer(str(path), _Hello)
+    grant_socket(path)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_a_lazy_relay_reaches_a_socket_that_appears_after_the_start(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    folder = tmp_path / "service"
+    folder.mkdir()
+    code = (  # asks at once: the relay holds the request until the socket accepts
+        "import time, urllib.request\n"
+        "started = time.monotonic()\n"
+        "print(urllib.request.urlopen('http://127.0.0.1:8080/late', timeout=20).read().decode())\n"
+        "print(time.monotonic() - started)\n"
+    )
+    spec = python_spec(tcp_relays={8080: folder / "service.sock"}, lazy_relays=True)
+    process = sandbox.start(python_code(code), spec, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    server = _serve_unix_http(folder / "service.sock")
+    try:
+        out, err = process.stdout.read(), process.stderr.read()  # type: ignore[union-attr]
+        assert process.wait(timeout=30) == 0, err
+    finally:
+        server.shutdown()
+        server.server_close()
+    answer, waited = out.decode().split()[-2:]
+    assert answer == "path=/late"
+    assert float(waited) >= 0.3  # it really was sent before the socket existed
+
+
+def test_a_lazy_relay_binds_only_the_socket_folder_read_only(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    folder = tmp_path / "service"
+    folder.mkdir()
+    (tmp_path / "secret.txt").write_text("not for the sandbox")
+    server = _serve_unix_http(folder / "service.sock")
+    code = (
+        "import os, urllib.request\n"
+        "print(sorted(os.listdir('/run/vtbench/relay-8080')))\n"
+        "try:\n"
+        "    open('/run/vtbench/relay-8080/planted', 'w')\n"
+        "    print('written')\n"
+        "except OSError as err:\n"
+        "    print('refused', err.errno)\n"
+        "print(urllib.request.urlopen('http://127.0.0.1:8080/x', timeout=10).read().decode())\n"
+    )
+    spec = python_spec(tcp_relays={8080: folder / "service.sock"}, lazy_relays=True)
+    try:
+        result = sandbox.run(python_code(code), spec)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    listing, refused, answer = result.stdout.decode().splitlines()
+    assert listing == "['service.sock']"
+    assert refused.startswith("refused")
+    assert answer.endswith("path=/x")
+    assert not (folder / "planted").exists()
+
+
+def test_a_lazy_relay_socket_name_that_socat_would_misread_is_refused(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="relay socket name"):
+        python_spec(tcp_relays={8080: tmp_path / "a,fork.sock"}, lazy_relays=True)

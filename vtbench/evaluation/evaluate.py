@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vtbench.evaluation.harness import run_harness
+from vtbench.evaluation.harness import finish_harness, start_harness
 from vtbench.evaluation.result import EvaluationResult
 from vtbench.evaluation.scoring import score_outputs
 from vtbench.models.serving import serve_model
@@ -58,12 +58,25 @@ def evaluate(
         os.chmod(workdir, 0o711)
         harness, which = stage_harness(task, harness_dir, workdir)
         server_started = time.monotonic()
-        with serve_model(model_dir, socket=workdir / "model.sock") as server:
-            ready = time.monotonic()
-            run = run_harness(
+        limit = min(timeout or float("inf"), harness_spec.timeout_seconds)
+        # The harness starts while the model loads: its relay binds the socket's folder,
+        # which holds the socket only (the server's log lies beside it).
+        (workdir / "server").mkdir(mode=0o711)
+        with serve_model(model_dir, socket=workdir / "server" / "model.sock",
+                         log_path=workdir / "model.log", ready=False) as server:
+            launched = start_harness(
                 get_sandbox(sandbox), harness, harness_spec.entry, items, server.socket,
-                workdir, min(timeout or float("inf"), harness_spec.timeout_seconds), decoding,
-                on_progress=(lambda done: on_progress(done, len(items))) if on_progress else None)
+                workdir, limit, decoding, lazy=True)
+            try:
+                server.wait_ready()
+            except BaseException:
+                launched.process.kill_tree(grace_seconds=0)
+                raise
+            ready = time.monotonic()
+            run = finish_harness(
+                launched, (lambda done: on_progress(done, len(items))) if on_progress else None,
+                check=server.check_alive)
+            harness_ended = time.monotonic()
             generation = server.stats()["generate_seconds"]  # a fresh server: all ours
     scoring_started = time.monotonic()
     instances = score_outputs(task, items, run.outputs)
@@ -72,5 +85,7 @@ def evaluate(
     return EvaluationResult(
         task=task.id, split=split, score=score, n=len(instances), harness=which,
         decoding=decoding, instances=instances, error=run.error,
-        timings={"wall": time.monotonic() - started, "server_start": ready - server_started,
-                 "harness": run.seconds, "generation": generation, "scoring": scoring})
+        timings={"wall": time.monotonic() - started, "staging": server_started - started,
+                 "server_start": ready - server_started, "harness": run.seconds,
+                 "generation": generation, "finish": scoring_started - harness_ended,
+                 "scoring": scoring})

@@ -3,6 +3,10 @@
 The harness process gets its own unprivileged uid, no network but a relay to the model
 server's unix socket (``127.0.0.1:8000`` inside), its folder read-only, and one writable
 folder holding ``inputs.jsonl`` (ids and inputs, never labels) and its ``outputs.jsonl``.
+
+:func:`start_harness` may run before the server's socket exists (the relay binds the
+socket's folder, which must hold nothing else, and waits for the socket), so the sandbox
+and the interpreter start while the model loads; :func:`finish_harness` waits for the end.
 """
 
 import json
@@ -18,6 +22,7 @@ from vtbench.sandbox import (
     Limits,
     Mount,
     Sandbox,
+    SandboxProcess,
     SandboxSpec,
     grant_socket,
     prepare_writable,
@@ -53,8 +58,9 @@ class HarnessRun:
 
 
 def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
-                 timeout: float) -> SandboxSpec:
-    """The harness sees the Python runtime, its own folder, its io folder and the relay."""
+                 timeout: float, lazy: bool = False) -> SandboxSpec:
+    """The harness sees the Python runtime, its own folder, its io folder and the relay
+    (with ``lazy``, to a socket that may appear after the start)."""
     path = f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin"
     return SandboxSpec(
         mounts=[*python_runtime_mounts(), Mount(source=harness_dir, target=INSIDE_HARNESS),
@@ -64,7 +70,82 @@ def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
         limits=Limits(wall_seconds=timeout, cpu_seconds=int(timeout) + 1, memory_mb=8192,
                       pids=256, file_size_mb=MAX_OUTPUT_FILE_MB),
         tcp_relays={RELAY_PORT: server_socket},
+        lazy_relays=lazy,
+        socket_wait_seconds=timeout if lazy else 10.0,
     )
+
+
+@dataclass
+class StartedHarness:
+    """A harness running in its sandbox (see :func:`start_harness`)."""
+
+    process: SandboxProcess
+    io_dir: Path
+    stderr_path: Path
+    started: float
+
+
+def start_harness(
+    sandbox: Sandbox,
+    harness_dir: Path,
+    entry: list[str],
+    instances: list[dict[str, Any]],
+    server_socket: Path,
+    workdir: Path,
+    timeout: float,
+    decoding: dict[str, Any] | None = None,
+    lazy: bool = False,
+) -> StartedHarness:
+    """Write the inputs and start the harness. With ``lazy`` the server's socket need not
+    exist yet: its folder is bound instead, so it must hold nothing but the socket, and
+    the socket must be connectable by the sandbox uid (mode 0666 or :func:`grant_socket`)."""
+    io_dir = workdir / "io"
+    io_dir.mkdir(parents=True)
+    (io_dir / "inputs.jsonl").write_text(
+        "".join(json.dumps({"id": i["id"], "input": i["input"]}) + "\n" for i in instances))
+    prepare_writable(io_dir)
+    if not lazy:
+        grant_socket(server_socket)
+    argv = [*entry, "--inputs", f"{INSIDE_IO}/inputs.jsonl",
+            "--out", f"{INSIDE_IO}/outputs.jsonl",
+            "--base-url", f"http://127.0.0.1:{RELAY_PORT}/v1"]
+    if decoding is not None:
+        argv += ["--decoding", json.dumps(decoding)]
+    started = time.monotonic()
+    stderr_path = workdir / "harness.stderr"
+    with stderr_path.open("wb") as stderr:
+        spec = harness_spec(harness_dir, io_dir, server_socket, timeout, lazy)
+        process = sandbox.start(argv, spec, stdout=stderr, stderr=stderr)
+    return StartedHarness(process, io_dir, stderr_path, started)
+
+
+def finish_harness(run: StartedHarness,
+                   on_progress: Callable[[int], None] | None = None,
+                   check: Callable[[], None] | None = None) -> HarnessRun:
+    """Wait for the harness to end (reporting progress) and collect what it wrote.
+    ``check`` runs every quarter second; what it raises ends the harness and propagates
+    (e.g. the model server died: no use waiting for the harness to give up)."""
+    process, outputs = run.process, run.io_dir / "outputs.jsonl"
+    while True:
+        if on_progress:
+            on_progress(_count_lines(outputs))
+        if check is not None:
+            try:
+                check()
+            except BaseException:
+                process.kill_tree(grace_seconds=0)
+                raise
+        try:
+            process.wait(timeout=0.25)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    text = outputs.read_text(errors="replace") if outputs.is_file() else ""
+    return HarnessRun(
+        returncode=process.returncode, timed_out=process.killed_by_limit == "wall_seconds",
+        killed_by_limit=process.killed_by_limit, outputs=text,
+        stderr_tail=run.stderr_path.read_text(errors="replace")[-4000:],
+        seconds=time.monotonic() - run.started)
 
 
 def run_harness(
@@ -78,37 +159,10 @@ def run_harness(
     decoding: dict[str, Any] | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> HarnessRun:
-    io_dir = workdir / "io"
-    io_dir.mkdir(parents=True)
-    (io_dir / "inputs.jsonl").write_text(
-        "".join(json.dumps({"id": i["id"], "input": i["input"]}) + "\n" for i in instances))
-    prepare_writable(io_dir)
-    grant_socket(server_socket)
-    argv = [*entry, "--inputs", f"{INSIDE_IO}/inputs.jsonl",
-            "--out", f"{INSIDE_IO}/outputs.jsonl",
-            "--base-url", f"http://127.0.0.1:{RELAY_PORT}/v1"]
-    if decoding is not None:
-        argv += ["--decoding", json.dumps(decoding)]
-    started = time.monotonic()
-    stderr_path = workdir / "harness.stderr"
-    with stderr_path.open("wb") as stderr:
-        process = sandbox.start(argv, harness_spec(harness_dir, io_dir, server_socket, timeout),
-                                stdout=stderr, stderr=stderr)
-        while True:
-            if on_progress:
-                on_progress(_count_lines(io_dir / "outputs.jsonl"))
-            try:
-                process.wait(timeout=0.25)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-    outputs = io_dir / "outputs.jsonl"
-    text = outputs.read_text(errors="replace") if outputs.is_file() else ""
-    return HarnessRun(
-        returncode=process.returncode, timed_out=process.killed_by_limit == "wall_seconds",
-        killed_by_limit=process.killed_by_limit, outputs=text,
-        stderr_tail=stderr_path.read_text(errors="replace")[-4000:],
-        seconds=time.monotonic() - started)
+    """Run the harness against a server that is already up, to the end."""
+    return finish_harness(start_harness(sandbox, harness_dir, entry, instances,
+                                        server_socket, workdir, timeout, decoding),
+                          on_progress)
 
 
 def _count_lines(path: Path) -> int:

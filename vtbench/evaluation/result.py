@@ -34,4 +34,7 @@ class EvaluationResult(BaseModel):
     error: str | None = None
     """Set when the harness failed as a whole (crash, timeout, oversized output)."""
     timings: dict[str, float] = Field(default_factory=dict)
-    """Seconds: ``wall``, ``server_start``, ``harness``, ``generation``, ``scoring``."""
+    """Seconds: ``wall``; ``staging`` (the harness copied in); ``server_start`` (launch to
+    ready; the harness sandbox starts meanwhile); ``harness`` (its sandbox start to its
+    end); ``generation`` (the server's generate calls); ``finish`` (server stopped, work
+    folder removed); ``scoring``."""

@@ -1,6 +1,8 @@
 """Imported by the model-server template process only (:mod:`vtbench.models.template`):
-sets the offline environment, then imports what every server needs, so that each forked
-server starts with it all in memory. Importing this module anywhere else is a mistake."""
+sets the offline environment, then imports what every server needs and builds the caches
+every server builds on its first start (pure Python: no tensor op, no thread, no GPU), so
+that each forked server starts with it all in memory. Importing this module anywhere else
+is a mistake."""
 
 import os
 
@@ -22,3 +24,23 @@ from transformers import (  # noqa: F401
 import vtbench.models.batching
 import vtbench.models.checkpoint
 import vtbench.models.server  # noqa: F401
+
+
+def warm() -> None:
+    """What each server would otherwise do once per fork: transformers' table of weight
+    renamings (hundreds of regexes, ~40 ms), FastAPI's and uvicorn's lazy imports."""
+    import contextlib
+    from typing import Any, cast
+
+    import uvicorn.lifespan.on
+    import uvicorn.protocols.http.httptools_impl
+    import uvicorn.protocols.websockets.auto  # noqa: F401
+
+    from vtbench.models.server import create_app
+
+    with contextlib.suppress(ImportError, AttributeError):
+        from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+
+        get_checkpoint_conversion_mapping("llama")
+    create_app(cast(Any, None))
+

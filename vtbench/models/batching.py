@@ -3,7 +3,11 @@
 One worker thread owns the model. It takes the first waiting request and keeps collecting
 until ``max_batch`` rows wait or ``window_s`` has passed; once it holds as many rows as
 recent batches did, it also stops when no request arrived for ``gap_s`` (so a lone
-client is not kept waiting). Then it runs one left-padded ``generate`` for all of them.
+client is not kept waiting). Waiting for as many rows as recent batches held is for
+clients that come back once answered; when answered clients have been seen not to come
+back (no request arrived since the batch before the last one was answered), it waits
+only ``gap_s``, so the last rows of a workload sent all at once do not sit out the window.
+Then it runs one left-padded ``generate`` for all of them.
 Guarantees:
 
 - a request with ``n`` samples is ``n`` rows; requests with different sampling settings
@@ -150,6 +154,8 @@ class BatchEngine:
         self._queue: queue.Queue[_Ticket | None] = queue.Queue()
         self._carry: list[_Row] = []
         self._recent: deque[int] = deque(maxlen=4)  # rows of the last batches
+        self._answered: deque[float] = deque(maxlen=2)  # when the last batches were answered
+        self._last_submit = 0.0
         self._seeds = random.Random()
         self._thread = threading.Thread(target=self._loop, name="batch-engine", daemon=True)
 
@@ -166,6 +172,7 @@ class BatchEngine:
 
     def submit(self, request: GenerationRequest) -> "Future[list[Completion]]":
         ticket = _Ticket(request, Future(), [None] * request.n, request.n)
+        self._last_submit = time.monotonic()
         self._queue.put(ticket)
         return ticket.future
 
@@ -190,7 +197,7 @@ class BatchEngine:
         deadline = started + self.window_s
         # Clients that just got answers tend to come back: wait (up to the window) for as
         # many rows as recent batches held, then only while requests keep arriving.
-        expected = min(self.max_batch, max(self._recent, default=1))
+        expected = min(self.max_batch, max(self._recent, default=1)) if self._returning() else 1
         while len(self._carry) < self.max_batch:
             remaining = deadline - time.monotonic()
             wait = remaining if len(self._carry) < expected else min(self.gap_s, remaining)
@@ -208,6 +215,12 @@ class BatchEngine:
         self._recent.append(len(rows))
         self.stats.collect_seconds += time.monotonic() - started
         return rows
+
+    def _returning(self) -> bool:
+        """Whether answered clients come back: assumed until two batches were answered,
+        then seen from a request since the batch before the last was answered (clients
+        that come back form the next batch: in a closed loop there always is one)."""
+        return len(self._answered) < 2 or self._last_submit >= self._answered[0]
 
     def _admit(self, ticket: _Ticket) -> None:
         self.stats.requests += 1
@@ -229,6 +242,7 @@ class BatchEngine:
         finally:
             self.stats.generate_seconds += time.perf_counter() - started
             self.stats.generate_cpu_seconds += time.thread_time() - cpu
+            self._answered.append(time.monotonic())
         for row, completion in zip(rows, completions, strict=True):
             ticket = row.ticket
             ticket.results[row.index] = completion

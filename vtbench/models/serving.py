@@ -20,6 +20,7 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -54,7 +55,15 @@ class ModelServer(Protocol):
         """The server process id while it runs (for CPU accounting)."""
         ...
 
-    def start(self) -> None: ...
+    def start(self) -> None:
+        """:meth:`launch` then :meth:`wait_ready` (stopping the server if either fails)."""
+        ...
+    def launch(self) -> None:
+        """Check the checkpoint and start the process; returns before it is ready."""
+        ...
+    def wait_ready(self) -> None:
+        """Until ``/health`` answers; :class:`CheckpointError` if the weights fail to load."""
+        ...
     def stop(self) -> None: ...
     def client(self, timeout: float = 600.0) -> "httpx.Client":
         """An httpx client over the unix socket; paths are relative (``/v1/completions``)."""
@@ -86,7 +95,7 @@ class _ServerProcess:
     def __init__(self, model_dir: Path, socket: Path | None = None, *,
                  port: int | None = None, device: str = "auto", threads: int = 1,
                  max_batch: int = 64, startup_timeout: float = 180.0,
-                 extra_args: Sequence[str] = ()) -> None:
+                 log_path: Path | None = None, extra_args: Sequence[str] = ()) -> None:
         self.model_dir = Path(model_dir)
         self._own_dir: Path | None = None
         if socket is None:  # a private folder of our own, removed on stop
@@ -99,10 +108,10 @@ class _ServerProcess:
         self.port, self.device, self.threads = port, device, threads
         self.max_batch, self.startup_timeout = max_batch, startup_timeout
         self.extra_args = list(extra_args)  # backend-specific flags, e.g. ["--window-ms", "100"]
-        self.log_path = self.socket.with_suffix(".log")
+        self.log_path = log_path or self.socket.with_suffix(".log")
         self._process: _Process | None = None
 
-    def launch(self) -> "_Process":
+    def spawn(self) -> "_Process":
         """Start the server process, its output going to :attr:`log_path`."""
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "OMP_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false"}
@@ -131,17 +140,20 @@ class _ServerProcess:
         return dict(answer.json()) if answer.status_code == 200 else {}
 
     def start(self) -> None:
-        from vtbench.models.checkpoint import check_checkpoint
-
         try:
-            check_checkpoint(self.model_dir)
-            self._process = self.launch()
-            self._wait_until_healthy()
+            self.launch()
+            self.wait_ready()
         except BaseException:
             self.stop()
             raise
 
-    def _wait_until_healthy(self) -> None:
+    def launch(self) -> None:
+        from vtbench.models.checkpoint import check_checkpoint
+
+        check_checkpoint(self.model_dir)
+        self._process = self.spawn()
+
+    def wait_ready(self) -> None:
         import httpx
 
         deadline = time.monotonic() + self.startup_timeout
@@ -155,7 +167,7 @@ class _ServerProcess:
                             if self.port == 0:
                                 self.port = answer.json().get("port")
                             return
-                time.sleep(0.01)
+                time.sleep(0.005)
         raise ModelServerError(
             f"model server for {self.model_dir} did not answer within {self.startup_timeout:.0f}s",
             hint=f"see {self.log_path}")
@@ -180,9 +192,15 @@ class _ServerProcess:
     def stop(self) -> None:
         process, self._process = self._process, None
         if process is not None:
-            stop_process(process, graceful=self.graceful_stop)
+            self._end(process)
+            with contextlib.suppress(OSError):  # a killed server leaves its socket behind
+                if stat.S_ISSOCK(self.socket.lstat().st_mode):
+                    self.socket.unlink()
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
+
+    def _end(self, process: "_Process") -> None:
+        stop_process(process, graceful=self.graceful_stop)
 
     def __enter__(self) -> "_ServerProcess":
         self.start()
@@ -195,9 +213,21 @@ class _ServerProcess:
 
 class TransformersServer(_ServerProcess):
     """Our server (:mod:`vtbench.models.server`) on the CPU or one CUDA device, forked
-    from the warm template process (:mod:`vtbench.models.template`)."""
+    from the warm template process (:mod:`vtbench.models.template`). It holds nothing to
+    save, so ``stop`` kills it at once (a graceful uvicorn shutdown costs 100-200 ms) and
+    leaves the reaping to the template (the kernel tears a killed process down anyway)."""
 
-    def launch(self) -> "_Process":
+    graceful_stop = False
+
+    def _end(self, process: "_Process") -> None:
+        from vtbench.models.template import ForkedProcess
+
+        if isinstance(process, ForkedProcess):
+            process.kill_detached()
+        else:
+            super()._end(process)
+
+    def spawn(self) -> "_Process":
         from vtbench.models.template import ForkedProcess
 
         return ForkedProcess(self.server_args(), self.log_path)
@@ -243,15 +273,23 @@ def resolve_server(name: str) -> type[_ServerProcess]:
 
 @contextlib.contextmanager
 def serve_model(model_dir: Path, socket: Path | None = None, *,
-                backend: str = "transformers", **options: Any) -> Iterator[ModelServer]:
+                backend: str = "transformers", ready: bool = True,
+                **options: Any) -> Iterator[ModelServer]:
     """Start a server for ``model_dir``, yield it once healthy, stop it on exit.
 
-    ``options`` are ``port``, ``device``, ``threads``, ``max_batch``, ``startup_timeout``
-    and ``extra_args`` (flags passed to the backend's command line).
+    ``ready=False`` yields it as soon as it is launched (the caller starts other work,
+    then calls ``wait_ready``). ``options`` are ``port``, ``device``, ``threads``,
+    ``max_batch``, ``startup_timeout``, ``log_path`` (default: beside the socket) and
+    ``extra_args`` (flags passed to the backend's command line).
     """
     server = resolve_server(backend)(model_dir, socket, **options)
-    with server:
+    try:
+        server.launch()
+        if ready:
+            server.wait_ready()
         yield server
+    finally:
+        server.stop()
 
 
 def _last_line(path: Path) -> str:

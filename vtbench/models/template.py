@@ -81,6 +81,13 @@ class ForkedProcess:
     def kill(self) -> None:
         self._signal(signal.SIGKILL)
 
+    def kill_detached(self) -> None:
+        """SIGKILL and hang up without waiting for the end: the template reaps it."""
+        self.kill()
+        if self._code is None:
+            self._connection.close()
+            self._code = -signal.SIGKILL
+
 
 class _Template:
     """The running template process of this caller."""
@@ -130,7 +137,9 @@ def _template() -> _Template:
 
 def _serve_forever(socket_path: Path, owner: int) -> None:
     """The template's loop: fork a server per request until ``owner`` exits."""
-    import vtbench.models._template_preload  # noqa: F401  (the point of the template)
+    from vtbench.models._template_preload import warm  # (the point of the template)
+
+    warm()
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(socket_path))

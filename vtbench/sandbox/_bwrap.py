@@ -30,7 +30,7 @@ from pathlib import Path
 from vtbench.errors import SandboxError
 from vtbench.sandbox import _cgroup, _launch
 from vtbench.sandbox._process import RunsToCompletion, SandboxProcess, Stream
-from vtbench.sandbox._relay import relay_argv, relay_socket_path
+from vtbench.sandbox._relay import relay_argv, relay_bind, relay_wait
 from vtbench.sandbox._spec import SandboxSpec
 
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "localtime",
@@ -145,7 +145,8 @@ def _signal(pid: int, number: int) -> None:
 
 def wait_for_sockets(spec: SandboxSpec) -> None:
     """Block until every host socket the spec names exists, or fail naming it."""
-    sockets = [*spec.tcp_relays.values(), *spec.unix_sockets.values()]
+    relays = [] if spec.lazy_relays else list(spec.tcp_relays.values())
+    sockets = [*relays, *spec.unix_sockets.values()]
     deadline = time.monotonic() + spec.socket_wait_seconds
     for path in sockets:
         while True:
@@ -225,7 +226,8 @@ class _Builder:
         for inside, host in spec.unix_sockets.items():
             self.bind(host, inside, "--bind")
         for port, host in spec.tcp_relays.items():
-            self.bind(host, relay_socket_path(port), "--bind")
+            source, target = relay_bind(port, host, spec.lazy_relays)
+            self.bind(source, target, "--ro-bind" if spec.lazy_relays else "--bind")
         if spec.gpus:
             for node in sorted(glob.glob("/dev/nvidia*")):
                 self.args += ["--dev-bind", node, node]
@@ -258,7 +260,7 @@ class BwrapSandbox(RunsToCompletion):
         builder.finish(spec, info_write)
         args_fd = _launch.memfd(b"".join(a.encode() + b"\0" for a in builder.args), "bwrap-args")
         cgroups = _cgroup.create(spec.limits.pids, spec.limits.memory_mb)
-        command = relay_argv(spec.tcp_relays, argv)
+        command = relay_argv(spec.tcp_relays, argv, lazy_seconds=relay_wait(spec))
         outer = [
             *_launch.root_prefix(cgroups.procs_files, builder.staged),
             prlimit, *_launch.rlimit_args(spec.limits, nproc="pids" not in cgroups.dirs), "--",

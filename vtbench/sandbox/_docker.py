@@ -59,7 +59,7 @@ from vtbench.sandbox import _launch
 from vtbench.sandbox._bwrap import _ETC, _TOP, _identity_files, wait_for_sockets
 from vtbench.sandbox._docker_image import base_image, image_exists
 from vtbench.sandbox._process import RunsToCompletion, SandboxProcess, Stream
-from vtbench.sandbox._relay import RELAY_DIR, relay_argv, relay_socket_path
+from vtbench.sandbox._relay import RELAY_DIR, relay_argv, relay_bind, relay_wait
 from vtbench.sandbox._spec import SandboxSpec
 
 LABEL = "vtbench.sandbox=1"
@@ -208,7 +208,8 @@ def _mount_flags(spec: SandboxSpec, files: Path, identity: _launch.Identity) -> 
     for inside, host in spec.unix_sockets.items():
         flags += _bind(host, inside, writable=True)
     for port, host in spec.tcp_relays.items():
-        flags += _bind(host, relay_socket_path(port), writable=True)
+        bound, inside_path = relay_bind(port, host, spec.lazy_relays)
+        flags += _bind(bound, inside_path, writable=not spec.lazy_relays)
     if spec.gpus:
         for node in sorted(Path("/dev").glob("nvidia*")):
             flags += ["--device", str(node)]
@@ -222,7 +223,7 @@ def _inner_argv(argv: list[str], spec: SandboxSpec, env: dict[str, str]) -> list
     rlimits = _launch.rlimit_args(spec.limits, nproc=False)
     return ["/bin/sh", "-c", _READY_SCRIPT, str(_STARTED),
             _launch.tool("env"), *unset, _launch.tool("prlimit"), *rlimits, "--",
-            *relay_argv(spec.tcp_relays, argv)]
+            *relay_argv(spec.tcp_relays, argv, lazy_seconds=relay_wait(spec))]
 
 
 def _wait_started(fifo: int, client: subprocess.Popen[bytes], timeout: float) -> None:

@@ -16,7 +16,7 @@ import sys
 
 from vtbench.sandbox import _launch
 from vtbench.sandbox._process import RunsToCompletion, SandboxProcess, Stream
-from vtbench.sandbox._relay import relay_argv
+from vtbench.sandbox._relay import relay_argv, relay_wait
 from vtbench.sandbox._spec import SandboxSpec
 
 WARNING = (
@@ -56,7 +56,8 @@ class NoSandbox(RunsToCompletion):
                 cwd = str(mount.source / spec.cwd.relative_to(mount.target))
         prefix = [_launch.tool("prlimit"), *_launch.rlimit_args(spec.limits, nproc=False), "--"]
         popen = subprocess.Popen(
-            [*prefix, *relay_argv(spec.tcp_relays, argv, inside=False)],
+            [*prefix, *relay_argv(spec.tcp_relays, argv, inside=False,
+                                            lazy_seconds=relay_wait(spec))],
             env=spec.command_env(), cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr,
             start_new_session=True,
         )

@@ -9,6 +9,7 @@ cleanup (cgroups, relays, temp files) runs exactly once, after the tree is gone.
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -90,7 +91,10 @@ class SandboxProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         """Wait for the end; raises ``subprocess.TimeoutExpired`` like Popen (the
-        command keeps running; the wall-clock limit still applies)."""
+        command keeps running; the wall-clock limit still applies). Wakes as soon as the
+        process exits (Popen's own timed wait polls with sleeps of up to 50 ms)."""
+        if timeout is not None and self._popen.returncode is None:
+            _wait_exit(self._popen.pid, timeout)
         code = self._popen.wait(timeout)
         self._finish("exited")
         return code
@@ -157,6 +161,18 @@ class SandboxProcess:
                 self._killer.kill_all()
             if self._cleanup is not None:
                 self._limit_hit = self._cleanup()
+
+
+def _wait_exit(pid: int, timeout: float) -> None:
+    """Block until process ``pid`` (a child not yet reaped) exits or ``timeout`` passes."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:  # already reaped, or no pidfd on this kernel: Popen's wait decides
+        return
+    try:
+        select.select([pidfd], [], [], max(timeout, 0.0))
+    finally:
+        os.close(pidfd)
 
 
 def _drain(stream: IO[bytes] | None, cap: int, sink: list[bytes], cut: list[bool]) -> None:

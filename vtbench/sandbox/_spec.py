@@ -5,6 +5,7 @@ spec can be logged or stored as JSON. All paths must be absolute; host paths are
 resolved relative to the caller's working directory.
 """
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -81,6 +82,12 @@ class SandboxSpec(Strict):
     """Inside, 127.0.0.1:PORT forwards each connection to this host unix socket (socat,
     started inside before the command). The socket must exist within ``socket_wait_seconds``
     and be connectable by the sandbox uid."""
+    lazy_relays: bool = False
+    """The ``tcp_relays`` sockets may appear after the start (a server starting alongside
+    the command): each socket's *folder* is bound read-only in place of the socket, so
+    that folder must hold nothing else the command may not see; ``start`` does not wait
+    for these sockets; each relayed connection retries its connect every 10 ms for up to
+    ``socket_wait_seconds`` (bytes the client sent meanwhile are kept)."""
     unix_sockets: dict[Path, Path] = Field(default_factory=dict)
     """Inside path -> host unix socket, bound into the sandbox (same waiting rule)."""
     socket_wait_seconds: float = Field(10.0, ge=0)
@@ -111,6 +118,15 @@ class SandboxSpec(Strict):
             _absolute(inside)
             _absolute(host)
         return value
+
+    @model_validator(mode="after")
+    def _lazy_socket_names_plain(self) -> "SandboxSpec":
+        # The name ends up in a socat address, where "," ":" and "!" have a meaning.
+        for socket in self.tcp_relays.values() if self.lazy_relays else ():
+            if not re.fullmatch(r"[A-Za-z0-9._-]+", socket.name):
+                raise ValueError(f"relay socket name {socket.name!r} must be letters, digits, "
+                                 "'.', '_' or '-' with lazy_relays")
+        return self
 
     @model_validator(mode="after")
     def _env_names_valid(self) -> "SandboxSpec":
