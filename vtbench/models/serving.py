@@ -83,7 +83,8 @@ class ModelServer(Protocol):
 class _Process(Stoppable, Protocol):
     """What a handle needs of its server process (``subprocess.Popen`` has it)."""
 
-    pid: int
+    @property
+    def pid(self) -> int: ...
 
 
 class _ServerProcess:

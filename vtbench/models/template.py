@@ -38,13 +38,22 @@ class ForkedProcess:
     the server handles use (``pid``, ``poll``, ``terminate``, ``kill``, ``wait``)."""
 
     def __init__(self, argv: list[str], log_path: Path) -> None:
+        """Asks for the fork and returns at once (the fork costs the template ~20 ms,
+        which the caller may spend on other work); :attr:`pid` waits for it."""
         self._connection = _template().request({"argv": argv, "log": str(log_path)})
         self._buffer = b""
         self._code: int | None = None
-        answer = self._read_message(_STARTUP_SECONDS)
-        if "pid" not in answer:
-            raise ModelServerError("the model-server template died while forking a server")
-        self.pid = answer["pid"]
+        self._pid: int | None = None
+
+    @property
+    def pid(self) -> int:
+        if self._pid is None:
+            answer = self._read_message(_STARTUP_SECONDS)
+            if "pid" not in answer:
+                self._code = answer.get("exit", -signal.SIGKILL)
+                raise ModelServerError("the model-server template died while forking a server")
+            self._pid = answer["pid"]
+        return self._pid
 
     def _read_message(self, timeout: float | None) -> dict[str, int]:
         while b"\n" not in self._buffer:
@@ -59,13 +68,14 @@ class ForkedProcess:
         return dict(json.loads(line))
 
     def poll(self) -> int | None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        with contextlib.suppress(subprocess.TimeoutExpired, ModelServerError):
             self.wait(0)
         return self._code
 
     def wait(self, timeout: float | None = None) -> int:
         """The exit code; raises ``subprocess.TimeoutExpired`` after ``timeout``."""
         if self._code is None:
+            _ = self.pid  # its message comes first
             self._code = int(self._read_message(timeout)["exit"])
             self._connection.close()
         return self._code

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 RELAY_DIR = Path("/run/vtbench")
 
-# "$@" = (port socket)*, "--", argv. Waits (bounded) until each port is in LISTEN state
-# in the sandbox's own /proc/net/tcp before running the command.
+# "$@" = socat, connect options, (port socket)*, "--", argv. Waits (bounded) until each
+# port is in LISTEN state in the sandbox's own /proc/net/tcp before running the command.
 _SCRIPT = r"""
 socat=$1; options=$2; shift 2
 while [ "$1" != "--" ]; do
@@ -32,10 +32,10 @@ while [ "$1" != "--" ]; do
   tries=0
   until grep -q "0100007F:$hex 00000000:0000 0A" /proc/net/tcp; do
     tries=$((tries+1))
-    if [ "$tries" -gt 500 ]; then
+    if [ "$tries" -gt 2500 ]; then
       echo "vtbench sandbox: relay on 127.0.0.1:$port did not start" >&2; exit 125
     fi
-    sleep 0.01
+    sleep 0.002
   done
 done
 shift
