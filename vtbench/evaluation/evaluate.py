@@ -24,6 +24,9 @@ from vtbench.tasks.materialize import materialize
 from vtbench.tasks.registry import Task
 from vtbench.tasks.store import load_split
 
+SERVER_STARTUP_SECONDS = 180.0
+"""How long the model server may take to load (the harness waits meanwhile)."""
+
 
 def stage_harness(task: Task, harness_dir: Path | None, workdir: Path) -> tuple[Path, str]:
     """Copy the harness that will run into ``workdir``; says ``pristine`` or ``candidate``."""
@@ -63,10 +66,12 @@ def evaluate(
         # which holds the socket only (the server's log lies beside it).
         (workdir / "server").mkdir(mode=0o711)
         with serve_model(model_dir, socket=workdir / "server" / "model.sock",
-                         log_path=workdir / "model.log", ready=False) as server:
+                         log_path=workdir / "model.log", ready=False,
+                         startup_timeout=SERVER_STARTUP_SECONDS) as server:
+            # Its clock starts when the server is ready: the model's load is not its time.
             launched = start_harness(
                 get_sandbox(sandbox), harness, harness_spec.entry, items, server.socket,
-                workdir, limit, decoding, lazy=True)
+                workdir, limit, decoding, lazy=True, grace=SERVER_STARTUP_SECONDS)
             try:
                 server.wait_ready()
             except BaseException:
@@ -75,7 +80,7 @@ def evaluate(
             ready = time.monotonic()
             run = finish_harness(
                 launched, (lambda done: on_progress(done, len(items))) if on_progress else None,
-                check=server.check_alive)
+                check=server.check_alive, deadline=ready + limit)
             harness_ended = time.monotonic()
             generation = server.stats()["generate_seconds"]  # a fresh server: all ours
     scoring_started = time.monotonic()

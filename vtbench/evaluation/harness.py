@@ -58,20 +58,22 @@ class HarnessRun:
 
 
 def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
-                 timeout: float, lazy: bool = False) -> SandboxSpec:
+                 timeout: float, lazy: bool = False, grace: float = 0.0) -> SandboxSpec:
     """The harness sees the Python runtime, its own folder, its io folder and the relay
-    (with ``lazy``, to a socket that may appear after the start)."""
+    (with ``lazy``, to a socket that may appear after the start). ``grace`` extends the
+    wall-clock limit by the server's startup time: the caller then enforces ``timeout``
+    from when the server is ready (:func:`finish_harness`'s ``deadline``)."""
     path = f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin"
     return SandboxSpec(
         mounts=[*python_runtime_mounts(), Mount(source=harness_dir, target=INSIDE_HARNESS),
                 Mount(source=io_dir, target=INSIDE_IO, writable=True)],
         env={"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"},
         cwd=INSIDE_HARNESS,
-        limits=Limits(wall_seconds=timeout, cpu_seconds=int(timeout) + 1, memory_mb=8192,
-                      pids=256, file_size_mb=MAX_OUTPUT_FILE_MB),
+        limits=Limits(wall_seconds=timeout + grace, cpu_seconds=int(timeout) + 1,
+                      memory_mb=8192, pids=256, file_size_mb=MAX_OUTPUT_FILE_MB),
         tcp_relays={RELAY_PORT: server_socket},
         lazy_relays=lazy,
-        socket_wait_seconds=timeout if lazy else 10.0,
+        socket_wait_seconds=timeout + grace if lazy else 10.0,
     )
 
 
@@ -95,10 +97,12 @@ def start_harness(
     timeout: float,
     decoding: dict[str, Any] | None = None,
     lazy: bool = False,
+    grace: float = 0.0,
 ) -> StartedHarness:
     """Write the inputs and start the harness. With ``lazy`` the server's socket need not
     exist yet: its folder is bound instead, so it must hold nothing but the socket, and
-    the socket must be connectable by the sandbox uid (mode 0666 or :func:`grant_socket`)."""
+    the socket must be connectable by the sandbox uid (mode 0666 or :func:`grant_socket`);
+    ``grace``: see :func:`harness_spec`."""
     io_dir = workdir / "io"
     io_dir.mkdir(parents=True)
     (io_dir / "inputs.jsonl").write_text(
@@ -114,19 +118,23 @@ def start_harness(
     started = time.monotonic()
     stderr_path = workdir / "harness.stderr"
     with stderr_path.open("wb") as stderr:
-        spec = harness_spec(harness_dir, io_dir, server_socket, timeout, lazy)
+        spec = harness_spec(harness_dir, io_dir, server_socket, timeout, lazy, grace)
         process = sandbox.start(argv, spec, stdout=stderr, stderr=stderr)
     return StartedHarness(process, io_dir, stderr_path, started)
 
 
 def finish_harness(run: StartedHarness,
                    on_progress: Callable[[int], None] | None = None,
-                   check: Callable[[], None] | None = None) -> HarnessRun:
+                   check: Callable[[], None] | None = None,
+                   deadline: float | None = None) -> HarnessRun:
     """Wait for the harness to end (reporting progress) and collect what it wrote.
     ``check`` runs every quarter second; what it raises ends the harness and propagates
-    (e.g. the model server died: no use waiting for the harness to give up)."""
+    (e.g. the model server died: no use waiting for the harness to give up). At
+    ``deadline`` (``time.monotonic()``) the harness is ended as timed out."""
     process, outputs = run.process, run.io_dir / "outputs.jsonl"
     while True:
+        if deadline is not None and time.monotonic() >= deadline:
+            process.expire()
         if on_progress:
             on_progress(_count_lines(outputs))
         if check is not None:
@@ -136,7 +144,8 @@ def finish_harness(run: StartedHarness,
                 process.kill_tree(grace_seconds=0)
                 raise
         try:
-            process.wait(timeout=0.25)
+            left = deadline - time.monotonic() if deadline is not None else 0.25
+            process.wait(timeout=min(0.25, max(left, 0.0)))
             break
         except subprocess.TimeoutExpired:
             continue

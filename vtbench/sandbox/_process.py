@@ -137,10 +137,9 @@ class SandboxProcess:
             return "pids"
         return None
 
-    def _watchdog(self, wall_seconds: float) -> None:
-        # Woken early by _finish; at the deadline, kill whatever still runs.
-        if self._done.wait(wall_seconds):
-            return
+    def expire(self) -> None:
+        """End the command now as if its wall-clock limit had passed (for a caller whose
+        clock starts later than the sandbox, e.g. once a service the command needs is up)."""
         with self._lock:
             if self._popen.poll() is None:
                 self.timed_out = True
@@ -148,6 +147,11 @@ class SandboxProcess:
             self.kill_tree()
         else:
             self.poll()
+
+    def _watchdog(self, wall_seconds: float) -> None:
+        # Woken early by _finish; at the deadline, kill whatever still runs.
+        if not self._done.wait(wall_seconds):
+            self.expire()
 
     def _finish(self, ending: Ending) -> None:
         with self._lock:

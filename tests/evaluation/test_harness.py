@@ -1,0 +1,73 @@
+"""The sandboxed harness run on its own: a clock that starts when the model server is
+ready, and a relay that waits for a server starting alongside (real bwrap, real sockets)."""
+
+import http.server
+import socketserver
+import threading
+import time
+from pathlib import Path
+
+from tests.evaluation.conftest import write_harness
+from vtbench.evaluation.harness import finish_harness, start_harness
+from vtbench.sandbox import get_sandbox
+
+
+class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+class _Models(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b'{"data": []}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def address_string(self) -> str:
+        return "unix"
+
+
+ITEMS = [{"id": "a", "input": {"x": 1}}, {"id": "b", "input": {"x": 2}}]
+ASK_THE_SERVER = (
+    "import urllib.request\n"
+    "reply = urllib.request.urlopen(args.base_url + '/models', timeout=60).read().decode()\n"
+    "answer([reply] * len(instances))\n"
+)
+
+
+def test_a_harness_started_before_its_server_reaches_it_once_it_listens(tmp_path: Path) -> None:
+    harness = write_harness(tmp_path / "h", ASK_THE_SERVER)
+    (tmp_path / "server").mkdir(mode=0o711)
+    socket = tmp_path / "server" / "model.sock"
+    run = start_harness(get_sandbox("bwrap"), harness, ["python", "run.py"], ITEMS, socket,
+                        tmp_path / "work", timeout=60, lazy=True)
+    time.sleep(0.5)  # the "server" starts late
+    server = _UnixHTTPServer(str(socket), _Models)
+    socket.chmod(0o666)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = finish_harness(run)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.error is None, result.stderr_tail
+    assert result.outputs.count('{\\"data\\": []}') == 2
+
+
+def test_the_harness_clock_can_start_after_its_sandbox_and_still_stops_it(
+        tmp_path: Path) -> None:
+    harness = write_harness(tmp_path / "h", "import time\ntime.sleep(60)\n")
+    (tmp_path / "server").mkdir(mode=0o711)
+    run = start_harness(get_sandbox("bwrap"), harness, ["python", "run.py"], ITEMS,
+                        tmp_path / "server" / "model.sock", tmp_path / "work", timeout=1,
+                        lazy=True, grace=60)
+    time.sleep(1.5)  # longer than the timeout: the grace keeps it alive meanwhile
+    assert run.process.returncode is None and run.process.poll() is None
+    started = time.monotonic()
+    result = finish_harness(run, deadline=started + 1)
+    assert result.error == "harness timed out"
+    assert 0.9 <= time.monotonic() - started < 15
