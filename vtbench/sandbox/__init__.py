@@ -49,8 +49,10 @@ behind when the command exits.
 What the caller must prepare:
 
 - mount sources and sockets exist (``start`` waits up to ``socket_wait_seconds`` for
-  sockets). Sources the sandbox uid cannot reach (e.g. under root-only /root) are
-  staged by the launcher as root in a private mount namespace; no host change needed.
+  sockets; with ``lazy_relays`` it does not wait for relay sockets: their folders are
+  bound and each connection retries until the socket accepts). Sources the sandbox uid
+  cannot reach (e.g. under root-only /root) are staged by the launcher as root in a
+  private mount namespace; no host change needed.
 - writable mounts are writable by the sandbox uid: call :func:`prepare_writable` (chown
   to vtbench-sbx when root) on the directory; sockets the sandbox connects to must be
   connectable by it: :func:`grant_socket` (or mode 0666).
