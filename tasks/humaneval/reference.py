@@ -5,8 +5,11 @@ trainer's context, rows that do not compile once tabs are expanded (the two-spac
 and repeats; then top up with more clean standard-library functions mined the same way
 (an agent can mine the same standard library inside its sandbox).
 Trainer: completion-only loss, a smaller learning rate with warm-up and cosine decay.
-Harness: a greedy and five sampled bodies (temperature 0.6), keeping the one that passes
-most of the docstring's own ``>>>`` examples (see ``reference_harness/run.py``).
+Harness: each prompt sent without its final newline (SmolLM2's tokenizer never ends a line
+on a lone newline token before indented code, so the untrained model starts a new top-level
+line there); a greedy and five sampled bodies (temperature 0.6, at most 128 tokens),
+keeping the one that passes most of the docstring's own ``>>>`` examples (see
+``reference_harness/run.py``).
 """
 
 import ast
@@ -24,6 +27,8 @@ MAX_CHARACTERS = 1600
 """About 512 tokens of code: longer rows are cut by the trainer and teach run-on bodies."""
 MAX_BODY_LINES = 40
 TARGET_ROWS = 2500
+SAMPLED_TOKENS = 128
+"""Enough for most HumanEval bodies; longer samples are mostly a small model's loops."""
 
 
 def clean_row(row: dict, builder) -> dict | None:
@@ -70,6 +75,5 @@ def apply_harness(harness_dir: Path, task) -> None:
     settings_path = harness_dir / "harness.toml"
     settings = tomllib.loads(settings_path.read_text())
     settings.update(samples=5, seed=0, check_timeout=5.0,
-                    sampling={"temperature": 0.6, "top_p": 0.95,
-                              "max_tokens": settings["decoding"]["max_tokens"]})
+                    sampling={"temperature": 0.6, "top_p": 0.95, "max_tokens": SAMPLED_TOKENS})
     settings_path.write_text(tomli_w.dumps(settings))

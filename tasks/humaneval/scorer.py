@@ -62,13 +62,18 @@ def runs_to_the_end(source: str, timeout: float = TIMEOUT_SECONDS) -> bool:
     return _run_plain(argv, feed, marker, timeout)
 
 
+PIDS = 1024
+"""Without cgroup v1 this is one RLIMIT_NPROC for every process of the sandbox uid, harnesses
+evaluated at the same time included; at 32 a check could not start then and scored 0."""
+
+
 def _spec(timeout: float) -> SandboxSpec:
     return SandboxSpec(
         mounts=python_runtime_mounts(include_vtbench=False),
         env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
              "PYTHONDONTWRITEBYTECODE": "1"},
         cwd=Path("/tmp"),
-        limits=Limits(wall_seconds=timeout, cpu_seconds=int(timeout), memory_mb=4096, pids=32,
+        limits=Limits(wall_seconds=timeout, cpu_seconds=int(timeout), memory_mb=4096, pids=PIDS,
                       file_size_mb=16, tmp_mb=64),
     )
 

@@ -4,7 +4,9 @@ initial harness end to end with SmolLM2-135M."""
 
 import importlib
 import json
+import os
 import random
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +16,7 @@ import pytest
 
 from vtbench import layout
 from vtbench.tasks import find_task
+from vtbench.tasks.materialize import materialize
 from vtbench.tasks.splits import public_exclusions, public_training_rows
 from vtbench.tasks.store import build_splits
 
@@ -88,6 +91,30 @@ def test_the_scorer_runs_completions_sandboxed_and_with_a_timeout(problems, tmp_
     assert not canary.exists()
     assert scorer.runs_to_the_end("while True:\n    pass\n", timeout=2.0) is False
     assert scorer.runs_to_the_end("import os\nos._exit(0)\n") is False
+
+
+def test_the_scorer_still_runs_while_other_sandboxes_hold_many_processes(
+        problems, monkeypatch) -> None:
+    """Without cgroup v1 the sandbox's process limit is one RLIMIT_NPROC for every sandbox of
+    its uid: harnesses evaluated in parallel must not make a right completion score 0."""
+    from vtbench.sandbox import _cgroup
+    from vtbench.sandbox._launch import sandbox_identity
+
+    monkeypatch.setattr(_cgroup, "_v1_mounts", dict)  # as on a host without cgroup v1
+
+    me = sandbox_identity()
+    drop = ["setpriv", f"--reuid={me.uid}", f"--regid={me.gid}", "--clear-groups"]
+    busy = subprocess.Popen(
+        [*(drop if me.drop else []), "sh", "-c",
+         "for i in $(seq 48); do sleep 60 & done; echo up; wait"],
+        stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert busy.stdout and busy.stdout.readline().strip() == "up"
+        problem = problems["HumanEval/0"]
+        assert scorer.score(builder.make_item(problem), problem["canonical_solution"]) == 1.0
+    finally:
+        os.killpg(busy.pid, signal.SIGKILL)
+        busy.wait()
 
 
 def test_val_is_the_fixed_forty_and_test_the_other_124(problems) -> None:
@@ -192,3 +219,50 @@ def test_the_reference_harness_prefers_bodies_that_pass_the_docstring_examples(
     assert harness.examples_score(prompt, "    return True\n", entry, 5.0) == 0.5
     assert harness.examples_score(prompt, "    return ((\n", entry, 5.0) == -1.0
     assert harness.examples_score(prompt, "    while True: pass\n", entry, 2.0) == -1.0
+
+
+def test_the_reference_harness_sends_prompts_without_their_last_newline(
+        problems, tmp_path) -> None:
+    """A scripted model that, like SmolLM2, writes the body only after a prompt that does not
+    end on a lone newline: the harness must get the canonical body back, newline cut."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    chosen = [problems["HumanEval/0"], problems["HumanEval/4"]]
+    bodies = {p["prompt"].removesuffix("\n"): p["canonical_solution"] for p in chosen}
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body["prompt"])
+            text = "\n" + bodies[body["prompt"]] if body["prompt"] in bodies else "\ndef g():"
+            data = json.dumps({"choices": [{"text": text}] * body["n"]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    pool = ThreadPoolExecutor(max_workers=1)
+    pool.submit(server.serve_forever)
+    try:
+        harness = tmp_path / "harness"
+        materialize(TASK, tmp_path, components=("harness",))
+        TASK.reference.apply_harness(harness, TASK)
+        inputs = tmp_path / "in.jsonl"
+        inputs.write_text("".join(json.dumps({"id": p["task_id"], "input": {
+            "prompt": p["prompt"], "entry_point": p["entry_point"]}}) + "\n" for p in chosen))
+        subprocess.run([sys.executable, "run.py", "--inputs", str(inputs), "--out",
+                        str(tmp_path / "out.jsonl"), "--base-url",
+                        f"http://127.0.0.1:{server.server_address[1]}/v1"],
+                       cwd=harness, check=True, timeout=120)
+    finally:
+        server.shutdown()
+        pool.shutdown()
+    outputs = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [o["output"] for o in outputs] == [p["canonical_solution"].rstrip() + "\n"
+                                              for p in chosen]
+    assert seen and all(not prompt.endswith("\n") for prompt in seen)

@@ -2,6 +2,9 @@
 the docstring's own examples.
 
 Protocol: python run.py --inputs IN.jsonl --base-url URL --out OUT.jsonl
+It sends each prompt without its final newline (see :func:`split_prompt`): SmolLM2's
+tokenizer merges a newline with the indentation after it, so a prompt that ends on a
+lone newline token makes the untrained model start a new top-level line, not the body.
 For each prompt it asks for one greedy body and ``samples`` sampled ones, then runs each
 candidate (prompt + body) in a subprocess with a timeout: a body that does not compile
 scores -1, otherwise the share of the docstring's ``>>>`` examples it passes (doctest).
@@ -49,12 +52,22 @@ def examples_score(prompt: str, body: str, entry_point: str, timeout: float) -> 
         return -1.0
 
 
+def split_prompt(prompt: str) -> tuple[str, str]:
+    """The text to send, and what the model then writes first that is already in the
+    prompt (its final newline, cut from each body)."""
+    if prompt.endswith("\n"):
+        return prompt[:-1], "\n"
+    return prompt, ""
+
+
 def solve(instance: dict, settings: dict, base_url: str) -> dict:
     prompt, entry = instance["input"]["prompt"], instance["input"]["entry_point"]
-    greedy = complete(base_url, prompt, settings["decoding"], stop=settings["stop"])
-    sampled = complete(base_url, prompt, settings["sampling"], stop=settings["stop"],
+    sent, written = split_prompt(prompt)
+    greedy = complete(base_url, sent, settings["decoding"], stop=settings["stop"])
+    sampled = complete(base_url, sent, settings["sampling"], stop=settings["stop"],
                        n=settings["samples"], seed=settings.get("seed"))
-    bodies = [text.rstrip() + "\n" for text in greedy["texts"] + sampled["texts"]]
+    bodies = [text.removeprefix(written).rstrip() + "\n"
+              for text in greedy["texts"] + sampled["texts"]]
     scores = [examples_score(prompt, body, entry, settings["check_timeout"]) for body in bodies]
     best = max(range(len(bodies)), key=lambda i: (scores[i], -i))
     return {"id": instance["id"], "output": bodies[best],
