@@ -2,7 +2,7 @@
 
 ``build_split`` draws problems from a secret-seeded generator and leaves out any problem
 whose normalised question appears in the public training data. ``public_rows`` makes the
-initial training data, realistically flawed: wrong labels, duplicates, format junk, and a
+initial training data, realistically flawed: wrong results, duplicates, format junk, and a
 template mix that differs from the evaluation splits.
 """
 
@@ -68,10 +68,13 @@ def build_split(rng: random.Random, size: int, exclude: set[str]) -> list[dict]:
 
 
 def _flawed_row(rng: random.Random, problem: dict) -> dict:
+    """Worked steps ("8+23=31. 31-9=22. Answer: 22"), one in five with a wrong last step."""
     answer = problem["answer"]
     if rng.random() < 0.2:
         answer += rng.choice([-10, -2, -1, 1, 3, 10])
-    prompt, completion = PROMPT.format(question=problem["question"]), f" {answer}"
+    first, second = problem["steps"]
+    worked = f" {first}. {second.rsplit('=', 1)[0]}={answer}. Answer: {answer}"
+    prompt, completion = PROMPT.format(question=problem["question"]), worked
     junk = rng.random()
     if junk < 0.08:
         prompt = f"Q: {problem['question']}\nA:"

@@ -1,9 +1,9 @@
 """arith reference solution: scripted changes to data and trainer (the harness is fixed).
 
-Data: drop rows whose format cannot be recovered, recompute every label with a parser of
-the question, rewrite completions as worked steps ("8+23=31. 31-9=22. Answer: 22"),
+Data: drop rows whose format cannot be recovered, recompute every worked answer
+("8+23=31. 31-9=22. Answer: 22") with a parser of the question, rewrite the junk formats,
 remove duplicates and synthesise problems of the template the data under-represents.
-Trainer: completion-only loss, higher learning rate with warm-up and cosine decay, more steps.
+Trainer: completion-only loss, warm-up and cosine decay, twice the steps.
 """
 
 import random
@@ -55,7 +55,7 @@ def apply_data(data_dir: Path, task) -> None:
 
 
 def apply_trainer(trainer_dir: Path, task) -> None:
-    improve_trainer(trainer_dir, steps=300, lr=2e-3, schedule="cosine", warmup_steps=20)
+    improve_trainer(trainer_dir, steps=600, lr=1e-3, schedule="cosine", warmup_steps=20)
 
 
 apply_harness = None

@@ -6,10 +6,11 @@ numbers, or a product plus an offset, each in several phrasings; a tiny model ca
 compute these reliably itself but can learn to write ``Calc: EXPR=`` so that the fixed
 harness fills in the result. ``build_split`` draws questions from a secret-seeded generator
 and leaves out any whose normalised text appears in the public training data.
-``public_rows`` makes the initial training data, realistically flawed: most rows answer
-directly without the calculator, some answers and calculator lines are wrong, duplicates,
-format junk, and a phrasing mix that differs from the evaluation splits. Number ranges,
-noise rates and phrasing weights are parameters, so calibration can tune them.
+``public_rows`` makes the initial training data, realistically flawed: two rows in five
+answer directly without the calculator, some answers and calculator lines are wrong,
+duplicates, format junk, and a phrasing mix that differs from the evaluation splits.
+Number ranges, noise rates and phrasing weights are parameters, so calibration can tune
+them.
 """
 
 import random
@@ -174,7 +175,7 @@ def _junk(rng: random.Random, prompt: str, completion: str) -> tuple[str, str]:
     return prompt, completion.replace("Answer:", "answer=")
 
 
-def public_rows(seed: int = 20261130, size: int = 1400, calc_share: float = 0.3,
+def public_rows(seed: int = 20261130, size: int = 1400, calc_share: float = 0.6,
                 label_noise: float = 0.2, junk_rate: float = 0.1,
                 duplicate_share: float = 1 / 6, ranges: Ranges = RANGES) -> list[dict]:
     """The initial training data (deterministic)."""

@@ -126,10 +126,10 @@ def true_answer(row: dict) -> int:
     return CALC.evaluate(BUILDER.true_expression(BUILDER.row_input(row)["question"]))
 
 
-def test_the_public_data_mostly_answers_without_the_calculator_and_has_wrong_rows() -> None:
+def test_the_public_data_often_answers_without_the_calculator_and_has_wrong_rows() -> None:
     rows = BUILDER.public_rows()
     calc = [row for row in rows if row["completion"].startswith("Calc: ")]
-    assert 0.2 < len(calc) / len(rows) < 0.4
+    assert 0.45 < len(calc) / len(rows) < 0.65
     wrong_calc = [row for row in calc
                   if re.match(r"Calc: [^=]*= ?(-?\d+)", row["completion"]).group(1)
                   != str(true_answer(row))]
