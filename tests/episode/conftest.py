@@ -1,6 +1,7 @@
 """A quickly prepared copy of arith in one private store shared by a test module, and one
 grader serving it, so that each episode test pays only for its own episode."""
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,11 +27,17 @@ def quick_copy(root: Path, task_id: str = "arith") -> Path:
     text = text.replace("val = 200", "val = 4").replace("test = 400", "test = 4")
     toml.write_text(text.replace("memory_gb = 4",
                                  "memory_gb = 4\nmax_file_gb = 0.0625\ndisk_gb = 0.25"))
-    config = tasks / "_tiny" / "trainer" / "config.toml"
-    config.write_text(config.read_text().replace("steps = 150", "steps = 2"))
-    reference = tasks / task_id / "reference.py"
-    reference.write_text(reference.read_text().replace("steps=300", "steps=3"))
+    substitute(tasks / "_tiny" / "trainer" / "config.toml", r"^steps = \d+", "steps = 2")
+    substitute(tasks / task_id / "reference.py", r"steps=\d+", "steps=3")
     return tasks / task_id
+
+
+def substitute(path: Path, pattern: str, replacement: str) -> None:
+    """Rewrite ``pattern`` in ``path``; fails when it is not there (a silent no-op would
+    leave a test training for the full number of steps)."""
+    text, count = re.subn(pattern, replacement, path.read_text(), flags=re.M)
+    assert count, f"{pattern!r} not found in {path}"
+    path.write_text(text)
 
 
 @pytest.fixture(scope="module")
