@@ -2,14 +2,18 @@
 ready, and a relay that waits for a server starting alongside (real bwrap, real sockets)."""
 
 import http.server
+import os
+import signal
 import socketserver
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 from tests.evaluation.conftest import write_harness
 from vtbench.evaluation.harness import finish_harness, start_harness
-from vtbench.sandbox import get_sandbox
+from vtbench.sandbox import _cgroup, get_sandbox
+from vtbench.sandbox._launch import sandbox_identity
 
 
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -71,3 +75,33 @@ def test_the_harness_clock_can_start_after_its_sandbox_and_still_stops_it(
     result = finish_harness(run, deadline=started + 1)
     assert result.error == "harness timed out"
     assert 0.9 <= time.monotonic() - started < 15
+
+
+def test_a_harness_still_starts_threads_while_other_sandboxes_hold_many_processes(
+        tmp_path: Path, monkeypatch) -> None:
+    """Without cgroup v1 the process limit is one RLIMIT_NPROC for every sandbox of the uid:
+    harnesses and scorers running in parallel must not make a harness fail to start."""
+    monkeypatch.setattr(_cgroup, "_v1_mounts", dict)  # as on a host without cgroup v1
+    harness = write_harness(tmp_path / "h", (
+        "import threading\n"
+        "threads = [threading.Thread(target=lambda: None) for _ in range(32)]\n"
+        "[t.start() for t in threads]\n[t.join() for t in threads]\n"
+        "answer(['ok'] * len(instances))\n"))
+    me = sandbox_identity()
+    drop = ["setpriv", f"--reuid={me.uid}", f"--regid={me.gid}", "--clear-groups"]
+    busy = subprocess.Popen(
+        [*(drop if me.drop else []), "sh", "-c",
+         "for i in $(seq 300); do sleep 60 & done; echo up; wait"],
+        stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert busy.stdout and busy.stdout.readline().strip() == "up"
+        (tmp_path / "server").mkdir(mode=0o711)
+        run = start_harness(get_sandbox("bwrap"), harness, ["python", "run.py"], ITEMS,
+                            tmp_path / "server" / "model.sock", tmp_path / "work", timeout=60,
+                            lazy=True)
+        result = finish_harness(run)
+    finally:
+        os.killpg(busy.pid, signal.SIGKILL)
+        busy.wait()
+    assert result.error is None, result.stderr_tail
+    assert result.outputs.count('"ok"') == 2

@@ -31,6 +31,9 @@ from vtbench.sandbox import (
 
 RELAY_PORT = 8000
 MAX_OUTPUT_FILE_MB = 64
+PIDS = 1024
+"""Processes and threads of the harness. Without cgroup v1 this is one RLIMIT_NPROC that
+every sandbox of the uid shares, so it leaves room for evaluations running in parallel."""
 INSIDE_HARNESS = Path("/harness")
 INSIDE_IO = Path("/io")
 
@@ -70,7 +73,7 @@ def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
         env={"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"},
         cwd=INSIDE_HARNESS,
         limits=Limits(wall_seconds=timeout + grace, cpu_seconds=int(timeout) + 1,
-                      memory_mb=8192, pids=256, file_size_mb=MAX_OUTPUT_FILE_MB),
+                      memory_mb=8192, pids=PIDS, file_size_mb=MAX_OUTPUT_FILE_MB),
         tcp_relays={RELAY_PORT: server_socket},
         lazy_relays=lazy,
         socket_wait_seconds=timeout + grace if lazy else 10.0,
