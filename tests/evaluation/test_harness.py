@@ -1,6 +1,7 @@
 """The sandboxed harness run on its own: a clock that starts when the model server is
 ready, and a relay that waits for a server starting alongside (real bwrap, real sockets)."""
 
+import contextlib
 import http.server
 import os
 import signal
@@ -8,10 +9,15 @@ import socketserver
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.evaluation.conftest import write_harness
-from vtbench.evaluation.harness import finish_harness, start_harness
+from vtbench.errors import SandboxError
+from vtbench.evaluation import harness as harness_module
+from vtbench.evaluation.harness import HarnessRun, finish_harness, start_harness
 from vtbench.sandbox import _cgroup, get_sandbox
 from vtbench.sandbox._launch import sandbox_identity
 
@@ -77,8 +83,33 @@ def test_the_harness_clock_can_start_after_its_sandbox_and_still_stops_it(
     assert 0.9 <= time.monotonic() - started < 15
 
 
+@contextlib.contextmanager
+def processes_of_the_sandbox_uid(count: int) -> Iterator[None]:
+    """``count`` sleeping processes of the sandbox uid, as other sandboxes would hold."""
+    me = sandbox_identity()
+    drop = ["setpriv", f"--reuid={me.uid}", f"--regid={me.gid}", "--clear-groups"]
+    busy = subprocess.Popen(
+        [*(drop if me.drop else []), "sh", "-c",
+         f"for i in $(seq {count}); do sleep 60 & done; echo up; wait"],
+        stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert busy.stdout and busy.stdout.readline().strip() == "up"
+        yield
+    finally:
+        os.killpg(busy.pid, signal.SIGKILL)
+        busy.wait()
+
+
+def run_without_cgroups(tmp_path: Path, harness: Path) -> HarnessRun:
+    (tmp_path / "server").mkdir(mode=0o711)
+    run = start_harness(get_sandbox("bwrap"), harness, ["python", "run.py"], ITEMS,
+                        tmp_path / "server" / "model.sock", tmp_path / "work", timeout=60,
+                        lazy=True)
+    return finish_harness(run)
+
+
 def test_a_harness_still_starts_threads_while_other_sandboxes_hold_many_processes(
-        tmp_path: Path, monkeypatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without cgroup v1 the process limit is one RLIMIT_NPROC for every sandbox of the uid:
     harnesses and scorers running in parallel must not make a harness fail to start."""
     monkeypatch.setattr(_cgroup, "_v1_mounts", dict)  # as on a host without cgroup v1
@@ -87,21 +118,29 @@ def test_a_harness_still_starts_threads_while_other_sandboxes_hold_many_processe
         "threads = [threading.Thread(target=lambda: None) for _ in range(32)]\n"
         "[t.start() for t in threads]\n[t.join() for t in threads]\n"
         "answer(['ok'] * len(instances))\n"))
-    me = sandbox_identity()
-    drop = ["setpriv", f"--reuid={me.uid}", f"--regid={me.gid}", "--clear-groups"]
-    busy = subprocess.Popen(
-        [*(drop if me.drop else []), "sh", "-c",
-         "for i in $(seq 300); do sleep 60 & done; echo up; wait"],
-        stdout=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert busy.stdout and busy.stdout.readline().strip() == "up"
-        (tmp_path / "server").mkdir(mode=0o711)
-        run = start_harness(get_sandbox("bwrap"), harness, ["python", "run.py"], ITEMS,
-                            tmp_path / "server" / "model.sock", tmp_path / "work", timeout=60,
-                            lazy=True)
-        result = finish_harness(run)
-    finally:
-        os.killpg(busy.pid, signal.SIGKILL)
-        busy.wait()
+    with processes_of_the_sandbox_uid(300):
+        result = run_without_cgroups(tmp_path, harness)
     assert result.error is None, result.stderr_tail
     assert result.outputs.count('"ok"') == 2
+
+
+def test_a_harness_sandbox_that_cannot_start_fails_as_ours_not_the_candidates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no process left under the uid's limit the launcher cannot start bwrap: that is
+    an infrastructure failure (the grader refunds it), not a harness error it charges."""
+    monkeypatch.setattr(_cgroup, "_v1_mounts", dict)
+    monkeypatch.setattr(harness_module, "PIDS", 16)
+    harness = write_harness(tmp_path / "h", "answer(['ok'] * len(instances))\n")
+    with processes_of_the_sandbox_uid(48), \
+            pytest.raises(SandboxError, match="harness sandbox did not start"):
+        run_without_cgroups(tmp_path, harness)
+
+
+def test_a_harness_that_prints_a_failed_start_is_still_charged_as_the_candidate(
+        tmp_path: Path) -> None:
+    harness = write_harness(tmp_path / "h", (
+        "sys.stderr.write('setpriv: failed to execute /usr/bin/bwrap: Resource temporarily "
+        "unavailable\\n')\nsys.exit(126)\n"))
+    result = run_without_cgroups(tmp_path, harness)
+    assert result.returncode == 126
+    assert result.error and result.error.startswith("harness exited with status 126")

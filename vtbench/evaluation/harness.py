@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vtbench.errors import SandboxError
 from vtbench.sandbox import (
     Limits,
     Mount,
@@ -152,12 +153,16 @@ def finish_harness(run: StartedHarness,
             break
         except subprocess.TimeoutExpired:
             continue
+    stderr_tail = run.stderr_path.read_text(errors="replace")[-4000:]
+    if process.never_entered:
+        last = stderr_tail.strip().splitlines()[-1:] or [""]
+        raise SandboxError(f"the harness sandbox did not start (ours, not the candidate's): "
+                           f"{last[0][:300]}")
     text = outputs.read_text(errors="replace") if outputs.is_file() else ""
     return HarnessRun(
         returncode=process.returncode, timed_out=process.killed_by_limit == "wall_seconds",
         killed_by_limit=process.killed_by_limit, outputs=text,
-        stderr_tail=run.stderr_path.read_text(errors="replace")[-4000:],
-        seconds=time.monotonic() - run.started)
+        stderr_tail=stderr_tail, seconds=time.monotonic() - run.started)
 
 
 def run_harness(

@@ -89,6 +89,10 @@ class _NamespaceKiller:
                 return
             time.sleep(0.002)
 
+    def reported(self) -> bool:
+        """Whether bwrap reported its sandbox (it did not when it never got that far)."""
+        return self._namespace() is not None
+
     def _namespace(self) -> tuple[int, int] | None:
         self.wait_ready(1.0)
         return self._ns
@@ -282,7 +286,8 @@ class BwrapSandbox(RunsToCompletion):
                 os.close(fd)
         killer = _NamespaceKiller(info_read, popen)
         killer.wait_command(_READY_SECONDS)
-        return SandboxProcess(popen, killer, spec.limits, cleanup=_cleanup(cgroups))
+        return SandboxProcess(popen, killer, spec.limits, cleanup=_cleanup(cgroups),
+                              entered=killer.reported)
 
 
 def _cleanup(cgroups: _cgroup.CgroupSet) -> Callable[[], str | None]:

@@ -43,9 +43,11 @@ class SandboxProcess:
         limits: Limits,
         cleanup: Callable[[], str | None] | None = None,
         grace_seconds: float = 2.0,
+        entered: Callable[[], bool] | None = None,
     ) -> None:
         self._popen = popen
         self._killer = killer
+        self._entered = entered
         self._limits = limits
         self._cleanup = cleanup
         self.grace_seconds = grace_seconds
@@ -117,6 +119,15 @@ class SandboxProcess:
                 ending = "killed"
             self._finish(ending)
             return ending
+
+    @property
+    def never_entered(self) -> bool:
+        """True when the command ended without the sandbox ever having been set up (the
+        launcher could not start it: e.g. no process left under the uid's limit). The
+        sandboxed command cannot fake this: it comes from the backend, not from its output.
+        Always False for backends that cannot tell."""
+        return (self._popen.returncode is not None and self._entered is not None
+                and not self._entered())
 
     @property
     def killed_by_limit(self) -> LimitName | None:
