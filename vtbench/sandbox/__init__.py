@@ -16,7 +16,9 @@ Usage::
     result.returncode, result.stdout, result.timed_out, result.killed_by_limit
 
 ``Sandbox.start`` returns a :class:`SandboxProcess` (pid, ``poll``, ``wait(timeout)``,
-``kill_tree()`` -> "exited" | "terminated" | "killed") for long-running commands.
+``kill_tree()`` -> "exited" | "terminated" | "killed") for long-running commands;
+its ``never_entered`` says (bwrap only) that the command ended without the sandbox ever
+being set up, a failure of the host rather than of the command.
 
 Backends (``get_sandbox(name)``; an unknown name lists the valid ones):
 
