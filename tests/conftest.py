@@ -1,8 +1,11 @@
 """Shared fixtures: an isolated private store per test and a minimal valid task pack."""
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -81,3 +84,23 @@ def run_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]
         [sys.executable, "-m", "vtbench", *args],
         capture_output=True, text=True, check=check, env=dict(os.environ),
     )
+
+
+@contextlib.contextmanager
+def processes_of_the_sandbox_uid(count: int) -> Iterator[None]:
+    """``count`` sleeping processes of the sandbox uid, as other sandboxes would hold (on a
+    host without cgroup v1 they all count against one RLIMIT_NPROC)."""
+    from vtbench.sandbox._launch import sandbox_identity
+
+    me = sandbox_identity()
+    drop = ["setpriv", f"--reuid={me.uid}", f"--regid={me.gid}", "--clear-groups"]
+    busy = subprocess.Popen(
+        [*(drop if me.drop else []), "sh", "-c",
+         f"for i in $(seq {count}); do sleep 60 & done; echo up; wait"],
+        stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert busy.stdout and busy.stdout.readline().strip() == "up"
+        yield
+    finally:
+        os.killpg(busy.pid, signal.SIGKILL)
+        busy.wait()

@@ -1,25 +1,20 @@
 """The sandboxed harness run on its own: a clock that starts when the model server is
 ready, and a relay that waits for a server starting alongside (real bwrap, real sockets)."""
 
-import contextlib
 import http.server
-import os
-import signal
 import socketserver
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import processes_of_the_sandbox_uid
 from tests.evaluation.conftest import write_harness
 from vtbench.errors import SandboxError
 from vtbench.evaluation import harness as harness_module
 from vtbench.evaluation.harness import HarnessRun, finish_harness, start_harness
 from vtbench.sandbox import _cgroup, get_sandbox
-from vtbench.sandbox._launch import sandbox_identity
 
 
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -81,23 +76,6 @@ def test_the_harness_clock_can_start_after_its_sandbox_and_still_stops_it(
     result = finish_harness(run, deadline=started + 1)
     assert result.error == "harness timed out"
     assert 0.9 <= time.monotonic() - started < 15
-
-
-@contextlib.contextmanager
-def processes_of_the_sandbox_uid(count: int) -> Iterator[None]:
-    """``count`` sleeping processes of the sandbox uid, as other sandboxes would hold."""
-    me = sandbox_identity()
-    drop = ["setpriv", f"--reuid={me.uid}", f"--regid={me.gid}", "--clear-groups"]
-    busy = subprocess.Popen(
-        [*(drop if me.drop else []), "sh", "-c",
-         f"for i in $(seq {count}); do sleep 60 & done; echo up; wait"],
-        stdout=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert busy.stdout and busy.stdout.readline().strip() == "up"
-        yield
-    finally:
-        os.killpg(busy.pid, signal.SIGKILL)
-        busy.wait()
 
 
 def run_without_cgroups(tmp_path: Path, harness: Path) -> HarnessRun:

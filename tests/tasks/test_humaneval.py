@@ -4,9 +4,7 @@ initial harness end to end with SmolLM2-135M."""
 
 import importlib
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import processes_of_the_sandbox_uid
 from vtbench import layout
 from vtbench.tasks import find_task
 from vtbench.tasks.materialize import materialize
@@ -98,23 +97,11 @@ def test_the_scorer_still_runs_while_other_sandboxes_hold_many_processes(
     """Without cgroup v1 the sandbox's process limit is one RLIMIT_NPROC for every sandbox of
     its uid: harnesses evaluated in parallel must not make a right completion score 0."""
     from vtbench.sandbox import _cgroup
-    from vtbench.sandbox._launch import sandbox_identity
 
     monkeypatch.setattr(_cgroup, "_v1_mounts", dict)  # as on a host without cgroup v1
-
-    me = sandbox_identity()
-    drop = ["setpriv", f"--reuid={me.uid}", f"--regid={me.gid}", "--clear-groups"]
-    busy = subprocess.Popen(
-        [*(drop if me.drop else []), "sh", "-c",
-         "for i in $(seq 48); do sleep 60 & done; echo up; wait"],
-        stdout=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert busy.stdout and busy.stdout.readline().strip() == "up"
+    with processes_of_the_sandbox_uid(48):
         problem = problems["HumanEval/0"]
         assert scorer.score(builder.make_item(problem), problem["canonical_solution"]) == 1.0
-    finally:
-        os.killpg(busy.pid, signal.SIGKILL)
-        busy.wait()
 
 
 def test_val_is_the_fixed_forty_and_test_the_other_124(problems) -> None:
