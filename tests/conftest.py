@@ -1,8 +1,10 @@
 """Shared fixtures: an isolated private store per test and a minimal valid task pack."""
 
 import contextlib
+import http.server
 import os
 import signal
+import socketserver
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -104,3 +106,26 @@ def processes_of_the_sandbox_uid(count: int) -> Iterator[None]:
     finally:
         os.killpg(busy.pid, signal.SIGKILL)
         busy.wait()
+
+
+class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """A threaded HTTP server on a unix socket (a host service a sandbox may be granted)."""
+
+    daemon_threads = True
+
+
+class HelloHandler(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with ``hello from the host, path=PATH``."""
+
+    def do_GET(self) -> None:
+        body = f"hello from the host, path={self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def address_string(self) -> str:
+        return "unix"

@@ -1,40 +1,18 @@
 """The sandboxed harness run on its own: a clock that starts when the model server is
 ready, and a relay that waits for a server starting alongside (real bwrap, real sockets)."""
 
-import http.server
-import socketserver
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import processes_of_the_sandbox_uid
+from tests.conftest import HelloHandler, UnixHTTPServer, processes_of_the_sandbox_uid
 from tests.evaluation.conftest import write_harness
 from vtbench.errors import SandboxError
 from vtbench.evaluation import harness as harness_module
 from vtbench.evaluation.harness import HarnessRun, finish_harness, start_harness
 from vtbench.sandbox import _cgroup, get_sandbox
-
-
-class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-
-
-class _Models(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b'{"data": []}'
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def address_string(self) -> str:
-        return "unix"
-
 
 ITEMS = [{"id": "a", "input": {"x": 1}}, {"id": "b", "input": {"x": 2}}]
 ASK_THE_SERVER = (
@@ -51,7 +29,7 @@ def test_a_harness_started_before_its_server_reaches_it_once_it_listens(tmp_path
     run = start_harness(get_sandbox("bwrap"), harness, ["python", "run.py"], ITEMS, socket,
                         tmp_path / "work", timeout=60, lazy=True)
     time.sleep(0.5)  # the "server" starts late
-    server = _UnixHTTPServer(str(socket), _Models)
+    server = UnixHTTPServer(str(socket), HelloHandler)
     socket.chmod(0o666)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -60,7 +38,7 @@ def test_a_harness_started_before_its_server_reaches_it_once_it_listens(tmp_path
         server.shutdown()
         server.server_close()
     assert result.error is None, result.stderr_tail
-    assert result.outputs.count('{\\"data\\": []}') == 2
+    assert result.outputs.count("hello from the host, path=/v1/models") == 2
 
 
 def test_the_harness_clock_can_start_after_its_sandbox_and_still_stops_it(

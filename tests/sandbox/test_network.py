@@ -1,10 +1,8 @@
 """Network attacks from inside the sandbox (every isolating backend), judged from inside
 (no traffic leaves)."""
 
-import http.server
 import os
 import socket
-import socketserver
 import subprocess
 import threading
 import time
@@ -13,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HelloHandler, UnixHTTPServer
 from tests.sandbox.helpers import python_code, python_spec
 from vtbench.sandbox import Sandbox, grant_socket
 
@@ -60,29 +59,10 @@ def test_a_listener_on_the_host_loopback_cannot_be_reached(sandbox: Sandbox) -> 
     assert result.stdout.decode().startswith("refused"), result
 
 
-class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-
-
-class _Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = f"hello from the host, path={self.path}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def address_string(self) -> str:
-        return "unix"
-
-
 @pytest.fixture
 def unix_http_server(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "service.sock"
-    server = _UnixHTTPServer(str(path), _Hello)
+    server = UnixHTTPServer(str(path), HelloHandler)
     os.chmod(path, 0o600)
     grant_socket(path)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -131,8 +111,8 @@ def test_a_relay_socket_that_never_appears_fails_clearly(sandbox: Sandbox, tmp_p
         sandbox.run(["true"], spec)
 
 
-def _serve_unix_http(path: Path) -> _UnixHTTPServer:
-    server = _UnixHTTPServer(str(path), _Hello)
+def _serve_unix_http(path: Path) -> UnixHTTPServer:
+    server = UnixHTTPServer(str(path), HelloHandler)
     grant_socket(path)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
