@@ -20,5 +20,14 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*("-" if cell is None else str(cell) for cell in row))
+        table.add_row(*(cell_text(cell) for cell in row))
     console.print(table)
+
+
+def cell_text(cell: Any) -> str:
+    """A table cell: ``-`` for None, floats to 4 decimals (0.8925, not 0.8925000000000001)."""
+    if cell is None:
+        return "-"
+    if isinstance(cell, float):
+        return str(round(cell, 4))
+    return str(cell)

@@ -1,0 +1,13 @@
+"""The CLI's result tables print numbers a reader can take in."""
+
+from vtbench.cli import output
+
+
+def test_table_cells_round_floats_and_show_none_as_a_dash(capsys) -> None:
+    output.print_table("episode", ["field", "value"],
+                       [["gain", 0.8925000000000001], ["normalized_gain", 1.0],
+                        ["seconds", 3914.24567], ["error", None], ["validations", 5]])
+    printed = capsys.readouterr().out
+    assert "0.8925" in printed and "0.8925000000000001" not in printed
+    assert "3914.2457" in printed and " 1.0 " in printed and " 5 " in printed
+    assert " - " in printed
