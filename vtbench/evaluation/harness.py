@@ -165,23 +165,6 @@ def finish_harness(run: StartedHarness,
         stderr_tail=stderr_tail, seconds=time.monotonic() - run.started)
 
 
-def run_harness(
-    sandbox: Sandbox,
-    harness_dir: Path,
-    entry: list[str],
-    instances: list[dict[str, Any]],
-    server_socket: Path,
-    workdir: Path,
-    timeout: float,
-    decoding: dict[str, Any] | None = None,
-    on_progress: Callable[[int], None] | None = None,
-) -> HarnessRun:
-    """Run the harness against a server that is already up, to the end."""
-    return finish_harness(start_harness(sandbox, harness_dir, entry, instances,
-                                        server_socket, workdir, timeout, decoding),
-                          on_progress)
-
-
 def _count_lines(path: Path) -> int:
     try:
         with path.open("rb") as handle:
