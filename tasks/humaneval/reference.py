@@ -29,6 +29,9 @@ MAX_BODY_LINES = 40
 TARGET_ROWS = 2500
 SAMPLED_TOKENS = 128
 """Enough for most HumanEval bodies; longer samples are mostly a small model's loops."""
+SAMPLES = 10
+TEMPERATURE = 0.7
+TRAINER = {"steps": 120, "lr": 3e-5, "schedule": "cosine", "warmup_steps": 10}
 
 
 def clean_row(row: dict, builder) -> dict | None:
@@ -67,13 +70,14 @@ def apply_data(data_dir: Path, task) -> None:
 
 
 def apply_trainer(trainer_dir: Path, task) -> None:
-    improve_trainer(trainer_dir, steps=120, lr=3e-5, schedule="cosine", warmup_steps=10)
+    improve_trainer(trainer_dir, **TRAINER)
 
 
 def apply_harness(harness_dir: Path, task) -> None:
     shutil.copy(HERE / "reference_harness" / "run.py", harness_dir / "run.py")
     settings_path = harness_dir / "harness.toml"
     settings = tomllib.loads(settings_path.read_text())
-    settings.update(samples=5, seed=0, check_timeout=5.0,
-                    sampling={"temperature": 0.6, "top_p": 0.95, "max_tokens": SAMPLED_TOKENS})
+    settings.update(samples=SAMPLES, seed=0, check_timeout=5.0,
+                    sampling={"temperature": TEMPERATURE, "top_p": 0.95,
+                              "max_tokens": SAMPLED_TOKENS})
     settings_path.write_text(tomli_w.dumps(settings))

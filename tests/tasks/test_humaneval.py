@@ -208,6 +208,22 @@ def test_the_reference_harness_prefers_bodies_that_pass_the_docstring_examples(
     assert harness.examples_score(prompt, "    while True: pass\n", entry, 2.0) == -1.0
 
 
+def test_the_reference_harness_also_checks_examples_written_in_prose(
+        problems, monkeypatch) -> None:
+    """HumanEval/72 shows ``will_it_fly([1, 2], 5) ➞ False`` lines, no doctests."""
+    from vtbench.tasks.registry import import_file
+
+    monkeypatch.syspath_prepend(str(TASK.root / "public" / "harness"))
+    harness = import_file(TASK.root / "reference_harness" / "run.py", "humaneval_ref_harness")
+    problem = problems["HumanEval/72"]
+    prompt, entry = problem["prompt"], problem["entry_point"]
+    assert ">>>" not in prompt
+    assert harness.call_examples(prompt, entry)[0] == ["will_it_fly([1, 2], 5)", "False"]
+    assert harness.examples_score(prompt, problem["canonical_solution"], entry, 5.0) == 1.0
+    assert 0.0 < harness.examples_score(prompt, "    return True\n", entry, 5.0) < 1.0
+    assert harness.call_examples("def f(x):\n    \"\"\"f(y) is odd.\"\"\"\n", "f") == []
+
+
 def test_the_reference_harness_sends_prompts_without_their_last_newline(
         problems, tmp_path) -> None:
     """A scripted model that, like SmolLM2, writes the body only after a prompt that does not
