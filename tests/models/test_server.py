@@ -228,7 +228,8 @@ def test_a_server_that_dies_surfaces_as_an_error_not_a_hang(model_dir: Path) -> 
             client.get("/health")
 
 
-def test_the_server_exits_when_the_process_that_started_it_is_killed(model_dir: Path) -> None:
+def test_the_server_and_template_exit_when_their_caller_is_killed_leaving_no_files(
+        model_dir: Path) -> None:
     script = ("import sys, time; from pathlib import Path\n"
               "from vtbench.models.serving import serve_model\n"
               "with serve_model(Path(sys.argv[1])) as s:\n"
@@ -239,6 +240,8 @@ def test_the_server_exits_when_the_process_that_started_it_is_killed(model_dir: 
     server_pid = int(parent.stdout.readline())
     template_pid = _parent_of(server_pid)
     assert template_pid != parent.pid
+    template_folder = Path(Path(f"/proc/{template_pid}/cmdline").read_text().split("\0")[3]).parent
+    assert (template_folder / "template.log").exists()
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 20
@@ -246,6 +249,7 @@ def test_the_server_exits_when_the_process_that_started_it_is_killed(model_dir: 
         time.sleep(0.2)
     assert not _running(server_pid)
     assert not _running(template_pid)
+    assert not template_folder.exists()
 
 
 def test_servers_are_forks_of_one_warm_template_not_children_of_the_caller(

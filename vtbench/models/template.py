@@ -10,9 +10,9 @@ forks may use one.
 Protocol, over a unix socket in a private folder: the caller sends one JSON line
 ``{"argv": [...], "log": PATH}``; the template answers ``{"pid": N}`` at once and
 ``{"exit": CODE}`` (negative: killed by that signal) when the server ends, then closes the
-connection. Lifetimes are tied together: the template exits when its caller exits, each
-server when the template's caller exits (``--exit-with``), and a server whose connection
-closes before it ended is terminated.
+connection. Lifetimes are tied together: the template exits when its caller exits (and
+removes its folder), each server when the template's caller exits (``--exit-with``), and a
+server whose connection closes before it ended is terminated.
 """
 
 import contextlib
@@ -31,6 +31,7 @@ from pathlib import Path
 from vtbench.errors import ModelServerError
 
 _STARTUP_SECONDS = 120.0
+_LOG_NAME = "template.log"
 
 
 class ForkedProcess:
@@ -105,7 +106,7 @@ class _Template:
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="vtb-tpl-"))
         self.socket = self.folder / "template.sock"
-        log = (self.folder / "template.log").open("wb")
+        log = (self.folder / _LOG_NAME).open("wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "vtbench.models.template", str(self.socket), str(os.getpid())],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
@@ -125,10 +126,10 @@ class _Template:
             except (FileNotFoundError, ConnectionRefusedError):
                 connection.close()
                 if not self.alive() or time.monotonic() > deadline:
-                    log = (self.folder / "template.log").read_text(errors="replace")
+                    log = (self.folder / _LOG_NAME).read_text(errors="replace")
                     raise ModelServerError(f"the model-server template did not start: "
                                            f"{log.strip()[-300:]}",
-                                           hint=f"see {self.folder / 'template.log'}") from None
+                                           hint=f"see {self.folder / _LOG_NAME}") from None
                 time.sleep(0.02)
 
 
@@ -165,6 +166,7 @@ def _serve_forever(socket_path: Path, owner: int) -> None:
         watched = [listener.fileno(), owner_fd, wake_read, *connections]
         ready, _, _ = select.select(watched, [], [])
         if owner_fd in ready:
+            _remove_own_files(socket_path)
             return
         if wake_read in ready:
             os.read(wake_read, 4096)
@@ -179,6 +181,15 @@ def _serve_forever(socket_path: Path, owner: int) -> None:
                 children[pid] = None
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
+
+
+def _remove_own_files(socket_path: Path) -> None:
+    """Remove the socket, the log and their folder once the caller is gone (the folder
+    only if nothing else is in it)."""
+    for path in (socket_path, socket_path.with_name(_LOG_NAME)):
+        path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        socket_path.parent.rmdir()
 
 
 def _fork_one(listener: socket.socket, children: dict[int, socket.socket | None], owner: int,
