@@ -2,11 +2,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.episode.conftest import quick_copy
+from tests.episode.conftest import quick_copy, substitute
 from vtbench import layout
 from vtbench.episode.runner import initial_model
 from vtbench.errors import NotPrepared
-from vtbench.prepare import prepare_task, task_scores
+from vtbench.prepare import prepare_task, prepare_tasks, task_scores
 from vtbench.prepare.systems import TrainingFailed
 from vtbench.tasks import load_task
 
@@ -85,3 +85,38 @@ def test_a_changed_task_is_prepared_again_and_a_stale_one_is_refused(
     assert any("step 1/1" in line for line in lines)
     assert set(again) == set(first)
     assert initial_model(task).is_dir()
+
+
+def quick_arith_and_long_dsl(root: Path) -> tuple[Path, Path]:
+    """Quick arith (trainings of 2 and 3 steps) and dsl whose reference trains 9 steps."""
+    arith, dsl = quick_copy(root / "a", "arith"), quick_copy(root / "d", "dsl")
+    substitute(dsl / "reference.py", r"steps=3", "steps=9")
+    return arith, dsl
+
+
+def test_several_tasks_train_in_one_pool_longest_first(tmp_path: Path) -> None:
+    arith, dsl = quick_arith_and_long_dsl(tmp_path)
+    started: list[str] = []
+    scores = prepare_tasks([load_task(arith), load_task(dsl)], workers=1,
+                           report=lambda job, line: started.append(job)
+                           if line.startswith("step 1/") else None)
+    assert [s["task"] for s in scores] == ["arith", "dsl"]
+    assert all(s["reference"]["test"] is not None for s in scores)
+    assert set(started[:2]) == {"dsl/reference/seed0", "dsl/trainer/seed0"}
+    assert set(started[2:4]) == {"arith/reference/seed0", "arith/trainer/seed0"}
+    assert {job.split("/")[1] for job in started[4:]} == {"initial", "data"}
+
+
+def test_a_failed_training_cancels_the_trainings_not_started(tmp_path: Path) -> None:
+    arith, dsl = quick_arith_and_long_dsl(tmp_path)
+    trainer = arith.parent / "_tiny" / "trainer" / "train.py"
+    trainer.write_text("import sys\nsys.exit('out of memory')\n" + trainer.read_text())
+    started: list[str] = []
+    with pytest.raises(TrainingFailed, match="out of memory"):
+        prepare_tasks([load_task(arith), load_task(dsl)], workers=1,
+                      report=lambda job, line: started.append(job)
+                      if line.startswith("step 1/") else None)
+    assert set(started) == {"dsl/reference/seed0", "dsl/trainer/seed0"}
+    systems = layout.task_store("dsl") / "systems"
+    assert {p.parent.name for p in systems.glob("*/model-seed0.complete")} == {
+        "reference", "trainer"}

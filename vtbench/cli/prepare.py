@@ -49,13 +49,13 @@ def prepare(
     as_json: JsonFlag = False,
 ) -> None:
     """Build splits, the initial, reference and ablation systems, and score them (cached)."""
-    from vtbench.prepare import prepare_task
+    from vtbench.prepare import prepare_tasks
 
     tasks = [find_task(t) for t in task] if task else [
         t for t in builtin_tasks() if t.spec.scale == scale]
     if not tasks:
         raise VtbenchError(f"no built-in task has scale {scale!r}")
-    started, results = time.monotonic(), []
+    started = time.monotonic()
     with Progress(TextColumn("{task.description}"), TimeElapsedColumn(), console=err_console,
                   transient=as_json) as progress:
         lines: dict[str, TaskID] = {}
@@ -69,9 +69,8 @@ def prepare(
                 lines[job] = progress.add_task(job)
             progress.update(lines[job], description=f"{job}: {line[:70]}")
 
-        for t in tasks:
-            results.append(prepare_task(t, seeds=tuple(range(seeds)), workers=workers,
-                                        report=report, sandbox=sandbox))
+        results = prepare_tasks(tasks, seeds=tuple(range(seeds)), workers=workers,
+                                report=report, sandbox=sandbox)
     if as_json:
         print_json(results)
         return

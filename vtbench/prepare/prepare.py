@@ -9,7 +9,8 @@ import json
 import statistics
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from vtbench.prepare.digest import forget_stale, is_current
 from vtbench.prepare.systems import (
     SystemPlan,
     build_components,
+    estimated_cost,
     is_complete,
     model_dir,
     plans_for,
@@ -98,22 +100,46 @@ def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report:
 def prepare_task(task: Task, seeds: tuple[int, ...] = (0,), workers: int = 2,
                  report: Reporter = lambda job, line: None,
                  sandbox: str = "bwrap") -> dict[str, Any]:
-    ensure_splits(task)
-    if forget_stale(task):
-        report(task.id, "the task or its base model changed since it was prepared: "
-                        "preparing it again")
-    plans = plans_for(task)
-    for plan in plans:
-        build_components(task, plan, system_folder(task, plan.name))
-    book = ScoreBook(task)
-    training = [(p, s) for p in plans if p.trains for s in seeds]
-    reusing = [(p, s) for p in plans if not p.trains for s in seeds]
+    return prepare_tasks([task], seeds, workers, report, sandbox)[0]
+
+
+def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int = 2,
+                  report: Reporter = lambda job, line: None,
+                  sandbox: str = "bwrap") -> list[dict[str, Any]]:
+    """Prepare several tasks in one pool of workers: the trainings of every task, longest
+    first, so that no worker idles at the end of one task while another still trains;
+    then the systems that reuse a trained model. The first failure cancels what has not
+    started and is raised once the running jobs end."""
+    books, training, reusing = [], [], []
+    for task in tasks:
+        ensure_splits(task)
+        if forget_stale(task):
+            report(task.id, "the task or its base model changed since it was prepared: "
+                            "preparing it again")
+        plans = plans_for(task)
+        for plan in plans:
+            build_components(task, plan, system_folder(task, plan.name))
+        book = ScoreBook(task)
+        books.append(book)
+        training += [(book, p, s) for p in plans if p.trains for s in seeds]
+        reusing += [(book, p, s) for p in plans if not p.trains for s in seeds]
+    training.sort(key=lambda job: -estimated_cost(system_folder(job[0].task, job[1].name)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for batch in (training, reusing):
-            jobs = [pool.submit(run_system, task, p, s, book, report, sandbox) for p, s in batch]
-            for job in jobs:
-                job.result()
-    return task_scores(task)
+            _run_all(pool, [partial(run_system, book.task, plan, seed, book, report, sandbox)
+                            for book, plan, seed in batch])
+    return [task_scores(task) for task in tasks]
+
+
+def _run_all(pool: ThreadPoolExecutor, calls: list[Callable[[], None]]) -> None:
+    futures = [pool.submit(call) for call in calls]
+    wait(futures, return_when=FIRST_EXCEPTION)
+    for future in futures:
+        future.cancel()  # only those not started yet
+    wait(futures)
+    for future in futures:
+        if not future.cancelled() and (error := future.exception()) is not None:
+            raise error
 
 
 def _mean(values: dict[str, float] | None) -> float | None:

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,18 @@ def build_components(task: Task, plan: SystemPlan, folder: Path) -> None:
     materialize(task, staging)
     apply_reference(task, staging, components=plan.changed)
     staging.rename(folder)
+
+
+def estimated_cost(folder: Path) -> float:
+    """A system's training cost in relative units, for ordering trainings: optimiser steps
+    times the mean characters per training row (1 where the trainer's config does not say)."""
+    try:
+        steps = float(tomllib.loads((folder / "trainer" / "config.toml").read_text())["steps"])
+    except (OSError, KeyError, ValueError, TypeError, tomllib.TOMLDecodeError):
+        steps = 1.0
+    sizes = [len(line) for path in sorted((folder / "data").glob("*.jsonl"))
+             for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    return steps * (sum(sizes) / len(sizes) if sizes else 1.0)
 
 
 def train_command(task: Task, base: Path, out: Path, seed: int) -> list[str]:
