@@ -3,7 +3,7 @@
 Data: recover the examples of every row, relabel it with the shortest program (from an
 exhaustive search with the public interpreter) that reproduces them, drop rows none fits,
 remove duplicates, and synthesise two-operation items the data lacks.
-Trainer: completion-only loss, warm-up and cosine decay, twice the steps.
+Trainer: completion-only loss, warm-up and cosine decay, 400 steps (the initial 300).
 Harness: sample eight programs and keep one that reproduces the shown examples.
 """
 
@@ -52,7 +52,7 @@ def apply_data(data_dir: Path, task) -> None:
 
 
 def apply_trainer(trainer_dir: Path, task) -> None:
-    improve_trainer(trainer_dir, steps=600, lr=1e-3, schedule="cosine", warmup_steps=20)
+    improve_trainer(trainer_dir, steps=400, lr=1e-3, schedule="cosine", warmup_steps=20)
 
 
 def apply_harness(harness_dir: Path, task) -> None:

@@ -5,7 +5,7 @@ calculator expression with a parser of the question phrasings, rewrite every com
 as a calculator call followed by the answer ("Calc: 47*83=3901\nAnswer: 3901", results
 recomputed), remove duplicates and synthesise questions of the phrasings the data
 under-represents. Trainer: completion-only loss, warm-up and cosine decay,
-twice the steps.
+400 steps (the initial 300).
 """
 
 import random
@@ -81,7 +81,7 @@ def apply_data(data_dir: Path, task) -> None:
 
 
 def apply_trainer(trainer_dir: Path, task) -> None:
-    improve_trainer(trainer_dir, steps=600, lr=1e-3, schedule="cosine", warmup_steps=20)
+    improve_trainer(trainer_dir, steps=400, lr=1e-3, schedule="cosine", warmup_steps=20)
 
 
 apply_harness = None
