@@ -11,3 +11,12 @@ def test_table_cells_round_floats_and_show_none_as_a_dash(capsys) -> None:
     assert "0.8925" in printed and "0.8925000000000001" not in printed
     assert "3914.2457" in printed and " 1.0 " in printed and " 5 " in printed
     assert " - " in printed
+
+
+def test_a_wide_table_written_to_a_pipe_is_not_cut(capsys) -> None:
+    columns = ["task", "init val", "init test", "ref val", "ref test", "only D", "only T",
+               "only H", "ref -D", "ref -T", "ref -H"]
+    output.print_table("prepared tasks", columns, [["toolcalc", *[0.9975] * 10]])
+    printed = capsys.readouterr().out
+    assert "…" not in printed
+    assert "toolcalc" in printed and printed.count("0.9975") == 10

@@ -1,14 +1,26 @@
 """Printing for the CLI: ``--json`` objects on stdout, rich tables and lines otherwise."""
 
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
-err_console = Console(stderr=True)
+PIPED_WIDTH = 160
+"""Columns of output going to a file or a pipe (rich's 80 would cut the wider tables)."""
+
+
+def _console(stderr: bool = False) -> Console:
+    made = Console(stderr=stderr)
+    if made.is_terminal or "COLUMNS" in os.environ:
+        return made
+    return Console(stderr=stderr, width=PIPED_WIDTH)
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 
 def print_json(obj: Any) -> None:
