@@ -358,7 +358,11 @@ class _RowSampler:
     """Logits processor that samples each non-greedy row with its own settings and RNG.
 
     It turns a sampled row's scores into a one-hot choice, so ``generate`` in greedy mode
-    takes exactly the sampled token; greedy rows pass through untouched.
+    takes exactly the sampled token; greedy rows pass through untouched. The arithmetic
+    runs where the scores are (a GPU's sort of a large vocabulary beats copying it to one
+    CPU thread every step); only the per-row uniform draws come from CPU generators, so a
+    seeded row draws the same numbers on any device, though a GPU's rounding may pick a
+    different token than the CPU's at a near tie.
     """
 
     def __init__(self, requests: list[GenerationRequest], seeds: list[int]) -> None:
@@ -374,17 +378,18 @@ class _RowSampler:
         import torch
 
         device = scores.device
-        logits = scores[self.index.to(device)].float().cpu() / self.temperature[:, None]
+        index = self.index.to(device)
+        logits = scores[index].float() / self.temperature.to(device)[:, None]
         probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
-        keep = (probs.cumsum(dim=-1) - probs) < self.top_p[:, None]
+        keep = (probs.cumsum(dim=-1) - probs) < self.top_p.to(device)[:, None]
         probs = probs * keep
         cumulative = probs.cumsum(dim=-1)
-        draws = torch.stack([torch.rand((), generator=g) for g in self.generators])
+        draws = torch.stack([torch.rand((), generator=g) for g in self.generators]).to(device)
         position = (cumulative < (draws * cumulative[:, -1])[:, None]).sum(dim=-1)
         chosen = order.gather(1, position.clamp(max=probs.shape[1] - 1)[:, None])[:, 0]
         scores = scores.clone()
-        scores[self.index.to(device)] = float("-inf")
-        scores[self.index.to(device), chosen.to(device)] = 0.0
+        scores[index] = float("-inf")
+        scores[index, chosen] = 0.0
         return scores
 
 
