@@ -87,36 +87,37 @@ def test_a_changed_task_is_prepared_again_and_a_stale_one_is_refused(
     assert initial_model(task).is_dir()
 
 
-def quick_arith_and_long_dsl(root: Path) -> tuple[Path, Path]:
-    """Quick arith (trainings of 2 and 3 steps) and dsl whose reference trains 9 steps."""
-    arith, dsl = quick_copy(root / "a", "arith"), quick_copy(root / "d", "dsl")
-    substitute(dsl / "reference.py", r"steps=3", "steps=9")
-    return arith, dsl
+def quick_arith_and_long_toolcalc(root: Path) -> tuple[Path, Path]:
+    """Quick arith (trainings of 2 and 3 steps) and toolcalc whose reference trains 9."""
+    arith, toolcalc = quick_copy(root / "a", "arith"), quick_copy(root / "t", "toolcalc")
+    substitute(toolcalc / "reference.py", r"steps=3", "steps=9")
+    return arith, toolcalc
 
 
+@pytest.mark.slow
 def test_several_tasks_train_in_one_pool_longest_first(tmp_path: Path) -> None:
-    arith, dsl = quick_arith_and_long_dsl(tmp_path)
+    arith, toolcalc = quick_arith_and_long_toolcalc(tmp_path)
     started: list[str] = []
-    scores = prepare_tasks([load_task(arith), load_task(dsl)], workers=1,
+    scores = prepare_tasks([load_task(arith), load_task(toolcalc)], workers=1,
                            report=lambda job, line: started.append(job)
                            if line.startswith("step 1/") else None)
-    assert [s["task"] for s in scores] == ["arith", "dsl"]
+    assert [s["task"] for s in scores] == ["arith", "toolcalc"]
     assert all(s["reference"]["test"] is not None for s in scores)
-    assert set(started[:2]) == {"dsl/reference/seed0", "dsl/trainer/seed0"}
+    assert set(started[:2]) == {"toolcalc/reference/seed0", "toolcalc/trainer/seed0"}
     assert set(started[2:4]) == {"arith/reference/seed0", "arith/trainer/seed0"}
     assert {job.split("/")[1] for job in started[4:]} == {"initial", "data"}
 
 
-def test_a_failed_training_cancels_the_trainings_not_started(tmp_path: Path) -> None:
-    arith, dsl = quick_arith_and_long_dsl(tmp_path)
+def test_a_failed_training_stops_the_trainings_not_yet_started(tmp_path: Path) -> None:
+    arith, toolcalc = quick_arith_and_long_toolcalc(tmp_path)
     trainer = arith.parent / "_tiny" / "trainer" / "train.py"
     trainer.write_text("import sys\nsys.exit('out of memory')\n" + trainer.read_text())
     started: list[str] = []
     with pytest.raises(TrainingFailed, match="out of memory"):
-        prepare_tasks([load_task(arith), load_task(dsl)], workers=1,
+        prepare_tasks([load_task(arith), load_task(toolcalc)], workers=1,
                       report=lambda job, line: started.append(job)
                       if line.startswith("step 1/") else None)
-    assert set(started) == {"dsl/reference/seed0", "dsl/trainer/seed0"}
-    systems = layout.task_store("dsl") / "systems"
+    assert set(started) == {"toolcalc/reference/seed0", "toolcalc/trainer/seed0"}
+    systems = layout.task_store("toolcalc") / "systems"
     assert {p.parent.name for p in systems.glob("*/model-seed0.complete")} == {
         "reference", "trainer"}

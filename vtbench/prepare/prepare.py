@@ -1,6 +1,7 @@
-"""``vtbench prepare``: splits, systems, trainings and scores of one task, resumable.
+"""``vtbench prepare``: splits, systems, trainings and scores of tasks, resumable.
 
-Trainings of independent systems run in parallel processes of one thread each. Every
+Trainings of independent systems, of every task asked for at once, run in parallel
+processes of one thread each (:mod:`vtbench.prepare.jobs` schedules them). Every
 result lands in ``scores.json`` as soon as it exists, so a crash loses at most the
 evaluation in flight, and a second run with everything cached does no work.
 """
@@ -9,7 +10,6 @@ import json
 import statistics
 import threading
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from vtbench.errors import VtbenchError
 from vtbench.evaluation import evaluate
 from vtbench.models.base import resolve_base
 from vtbench.prepare.digest import forget_stale, is_current
+from vtbench.prepare.jobs import Job, run_jobs
 from vtbench.prepare.systems import (
     SystemPlan,
     build_components,
@@ -106,11 +107,10 @@ def prepare_task(task: Task, seeds: tuple[int, ...] = (0,), workers: int = 2,
 def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int = 2,
                   report: Reporter = lambda job, line: None,
                   sandbox: str = "bwrap") -> list[dict[str, Any]]:
-    """Prepare several tasks in one pool of workers: the trainings of every task, longest
+    """Prepare several tasks on one set of workers: the trainings of every task, longest
     first, so that no worker idles at the end of one task while another still trains;
-    then the systems that reuse a trained model. The first failure cancels what has not
-    started and is raised once the running jobs end."""
-    books, training, reusing = [], [], []
+    each system that reuses a model as soon as that model exists."""
+    training, reusing = [], []
     for task in tasks:
         ensure_splits(task)
         if forget_stale(task):
@@ -120,26 +120,19 @@ def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int
         for plan in plans:
             build_components(task, plan, system_folder(task, plan.name))
         book = ScoreBook(task)
-        books.append(book)
-        training += [(book, p, s) for p in plans if p.trains for s in seeds]
-        reusing += [(book, p, s) for p in plans if not p.trains for s in seeds]
-    training.sort(key=lambda job: -estimated_cost(system_folder(job[0].task, job[1].name)))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for batch in (training, reusing):
-            _run_all(pool, [partial(run_system, book.task, plan, seed, book, report, sandbox)
-                            for book, plan, seed in batch])
+        for plan in plans:
+            for seed in seeds:
+                job = Job(f"{task.id}/{plan.name}/seed{seed}",
+                          partial(run_system, task, plan, seed, book, report, sandbox))
+                if plan.trains:
+                    training.append((estimated_cost(system_folder(task, plan.name)), job))
+                else:
+                    job.ready = partial(is_complete, model_dir(
+                        system_folder(task, plan.model_system), seed))
+                    reusing.append(job)
+    training.sort(key=lambda costed: -costed[0])
+    run_jobs([job for _, job in training] + reusing, workers)
     return [task_scores(task) for task in tasks]
-
-
-def _run_all(pool: ThreadPoolExecutor, calls: list[Callable[[], None]]) -> None:
-    futures = [pool.submit(call) for call in calls]
-    wait(futures, return_when=FIRST_EXCEPTION)
-    for future in futures:
-        future.cancel()  # only those not started yet
-    wait(futures)
-    for future in futures:
-        if not future.cancelled() and (error := future.exception()) is not None:
-            raise error
 
 
 def _mean(values: dict[str, float] | None) -> float | None:

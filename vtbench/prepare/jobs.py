@@ -1,0 +1,78 @@
+"""Run prepare's jobs on a few worker threads, in order, each once it is ready.
+
+A worker takes the first job in list order whose ``ready()`` is true, so a job that waits
+for another's result (an evaluation that reuses a model still in training) lets the ones
+behind it go first and starts as soon as it can, not after every other job. The first
+failure stops new jobs from starting and is raised once the running ones have ended.
+"""
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from vtbench.errors import VtbenchError
+
+
+class JobsStuck(VtbenchError):
+    """Jobs remain that nothing running can make ready."""
+
+
+@dataclass
+class Job:
+    name: str
+    run: Callable[[], None]
+    ready: Callable[[], bool] = field(default=lambda: True)
+
+
+class _Queue:
+    def __init__(self, jobs: list[Job]) -> None:
+        self.pending = list(jobs)
+        self.running = 0
+        self.errors: list[BaseException] = []
+        self.changed = threading.Condition()
+
+    def take(self) -> Job | None:
+        """The next ready job, waiting while only running jobs can make one ready;
+        None when there is nothing left to start."""
+        with self.changed:
+            while self.pending and not self.errors:
+                job = next((j for j in self.pending if j.ready()), None)
+                if job is not None:
+                    self.pending.remove(job)
+                    self.running += 1
+                    return job
+                if self.running == 0:
+                    names = ", ".join(j.name for j in self.pending)
+                    self.errors.append(JobsStuck(f"jobs that can never start: {names}"))
+                    break
+                self.changed.wait()
+            return None
+
+    def finish(self, error: BaseException | None) -> None:
+        with self.changed:
+            self.running -= 1
+            if error is not None:
+                self.errors.append(error)
+            self.changed.notify_all()
+
+
+def run_jobs(jobs: list[Job], workers: int) -> None:
+    queue = _Queue(jobs)
+
+    def work() -> None:
+        while (job := queue.take()) is not None:
+            try:
+                job.run()
+            except Exception as error:
+                queue.finish(error)
+            else:
+                queue.finish(None)
+
+    threads = [threading.Thread(target=work, name=f"prepare-{n}")
+               for n in range(max(1, min(workers, len(jobs))))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if queue.errors:
+        raise queue.errors[0]
