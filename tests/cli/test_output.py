@@ -20,3 +20,10 @@ def test_a_wide_table_written_to_a_pipe_is_not_cut(capsys) -> None:
     printed = capsys.readouterr().out
     assert "…" not in printed
     assert "toolcalc" in printed and printed.count("0.9975") == 10
+
+
+def test_progress_lines_show_their_time_but_not_the_code_that_logged_them(capsys) -> None:
+    output.err_console.log("validation 1: models/initial -> 0.07")
+    printed = capsys.readouterr().err
+    assert "validation 1: models/initial -> 0.07" in printed
+    assert ".py:" not in printed and printed.startswith("[")

@@ -13,10 +13,11 @@ PIPED_WIDTH = 160
 
 
 def _console(stderr: bool = False) -> Console:
-    made = Console(stderr=stderr)
+    """Progress lines (``log``) carry their time but not the source line that printed them."""
+    made = Console(stderr=stderr, log_path=False)
     if made.is_terminal or "COLUMNS" in os.environ:
         return made
-    return Console(stderr=stderr, width=PIPED_WIDTH)
+    return Console(stderr=stderr, log_path=False, width=PIPED_WIDTH)
 
 
 console = _console()
