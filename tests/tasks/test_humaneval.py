@@ -194,12 +194,17 @@ def test_the_reference_data_has_no_stubs_private_helpers_repeats_or_broken_rows(
         ast.parse(row["prompt"] + row["completion"])
 
 
-def test_the_reference_harness_prefers_bodies_that_pass_the_docstring_examples(
-        problems, monkeypatch) -> None:
+@pytest.fixture
+def harness(monkeypatch):
+    """The reference harness's run.py as a module (its own imports from public/harness)."""
     from vtbench.tasks.registry import import_file
 
     monkeypatch.syspath_prepend(str(TASK.root / "public" / "harness"))
-    harness = import_file(TASK.root / "reference_harness" / "run.py", "humaneval_ref_harness")
+    return import_file(TASK.root / "reference_harness" / "run.py", "humaneval_ref_harness")
+
+
+def test_the_reference_harness_prefers_bodies_that_pass_the_docstring_examples(
+        problems, harness) -> None:
     problem = problems["HumanEval/0"]
     prompt, entry = problem["prompt"], problem["entry_point"]
     assert harness.examples_score(prompt, problem["canonical_solution"], entry, 5.0) == 1.0
@@ -208,13 +213,8 @@ def test_the_reference_harness_prefers_bodies_that_pass_the_docstring_examples(
     assert harness.examples_score(prompt, "    while True: pass\n", entry, 2.0) == -1.0
 
 
-def test_the_reference_harness_also_checks_examples_written_in_prose(
-        problems, monkeypatch) -> None:
+def test_the_reference_harness_also_checks_examples_written_in_prose(problems, harness) -> None:
     """HumanEval/72 shows ``will_it_fly([1, 2], 5) ➞ False`` lines, no doctests."""
-    from vtbench.tasks.registry import import_file
-
-    monkeypatch.syspath_prepend(str(TASK.root / "public" / "harness"))
-    harness = import_file(TASK.root / "reference_harness" / "run.py", "humaneval_ref_harness")
     problem = problems["HumanEval/72"]
     prompt, entry = problem["prompt"], problem["entry_point"]
     assert ">>>" not in prompt
