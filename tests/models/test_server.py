@@ -233,15 +233,16 @@ def test_the_server_and_template_exit_when_their_caller_is_killed_leaving_no_fil
     script = ("import sys, time; from pathlib import Path\n"
               "from vtbench.models.serving import serve_model\n"
               "with serve_model(Path(sys.argv[1])) as s:\n"
-              "    print(s.pid, flush=True); time.sleep(600)\n")
+              "    print(s.pid, s.socket, flush=True); time.sleep(600)\n")
     parent = subprocess.Popen([sys.executable, "-c", script, str(model_dir)],
                               stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
-    server_pid = int(parent.stdout.readline())
+    pid, socket = parent.stdout.readline().split()
+    server_pid, server_folder = int(pid), Path(socket).parent
     template_pid = _parent_of(server_pid)
     assert template_pid != parent.pid
     template_folder = Path(Path(f"/proc/{template_pid}/cmdline").read_text().split("\0")[3]).parent
-    assert (template_folder / "template.log").exists()
+    assert (template_folder / "template.log").exists() and (server_folder / "model.sock").exists()
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 20
@@ -250,6 +251,7 @@ def test_the_server_and_template_exit_when_their_caller_is_killed_leaving_no_fil
     assert not _running(server_pid)
     assert not _running(template_pid)
     assert not template_folder.exists()
+    assert not server_folder.exists()
 
 
 def test_servers_are_forks_of_one_warm_template_not_children_of_the_caller(

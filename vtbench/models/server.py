@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -287,6 +288,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument("--exit-with", type=int, metavar="PID",
                         help="exit as soon as process PID exits")
+    parser.add_argument("--own-folder", type=Path,
+                        help="the socket's private folder: removed if --exit-with's process "
+                             "exits first (it can no longer remove it)")
     return parser
 
 
@@ -305,19 +309,25 @@ def _listen(socket_path: Path, port: int | None) -> list[socket.socket]:
     return sockets
 
 
-def _exit_with(owner: int) -> None:
+def _exit_with(owner: int, own_folder: Path | None = None) -> None:
     """SIGTERM this process as soon as process ``owner`` exits (watched through a pidfd,
-    so it works whether or not ``owner`` is the parent)."""
+    so it works whether or not ``owner`` is the parent), removing ``own_folder`` first."""
+
+    def orphaned() -> None:
+        if own_folder is not None:
+            shutil.rmtree(own_folder, ignore_errors=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+
     try:
         pidfd = os.pidfd_open(owner)
     except ProcessLookupError:
-        os.kill(os.getpid(), signal.SIGTERM)
+        orphaned()
         return
 
     def watch() -> None:
         with contextlib.suppress(OSError):
             select.select([pidfd], [], [])
-        os.kill(os.getpid(), signal.SIGTERM)
+        orphaned()
 
     threading.Thread(target=watch, name="owner-watch", daemon=True).start()
 
@@ -332,7 +342,7 @@ def run_server(args: argparse.Namespace) -> None:
     from vtbench.models.checkpoint import load_checkpoint, load_tokenizer
 
     if args.exit_with:
-        _exit_with(args.exit_with)
+        _exit_with(args.exit_with, args.own_folder)
     torch.set_num_threads(args.threads)
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()

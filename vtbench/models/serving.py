@@ -238,7 +238,8 @@ class TransformersServer(_ServerProcess):
                 "--device", self.device, "--threads", str(self.threads),
                 "--max-batch", str(self.max_batch)]
         port = ["--port", str(self.port)] if self.port is not None else []
-        return args + port + self.extra_args
+        own = ["--own-folder", str(self._own_dir)] if self._own_dir is not None else []
+        return args + port + own + self.extra_args
 
 
 class VllmServer(_ServerProcess):
