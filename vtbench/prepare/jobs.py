@@ -8,7 +8,7 @@ failure stops new jobs from starting and is raised once the running ones have en
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from vtbench.errors import VtbenchError
 
@@ -21,7 +21,7 @@ class JobsStuck(VtbenchError):
 class Job:
     name: str
     run: Callable[[], None]
-    ready: Callable[[], bool] = field(default=lambda: True)
+    ready: Callable[[], bool] = lambda: True
 
 
 class _Queue:

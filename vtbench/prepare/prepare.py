@@ -110,26 +110,25 @@ def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int
     """Prepare several tasks on one set of workers: the trainings of every task, longest
     first, so that no worker idles at the end of one task while another still trains;
     each system that reuses a model as soon as that model exists."""
-    training, reusing = [], []
+    training: list[tuple[float, Job]] = []
+    reusing: list[Job] = []
     for task in tasks:
         ensure_splits(task)
         if forget_stale(task):
             report(task.id, "the task or its base model changed since it was prepared: "
                             "preparing it again")
-        plans = plans_for(task)
-        for plan in plans:
-            build_components(task, plan, system_folder(task, plan.name))
         book = ScoreBook(task)
-        for plan in plans:
+        for plan in plans_for(task):
+            build_components(task, plan, system_folder(task, plan.name))
+            cost = estimated_cost(system_folder(task, plan.name)) if plan.trains else 0.0
             for seed in seeds:
-                job = Job(f"{task.id}/{plan.name}/seed{seed}",
-                          partial(run_system, task, plan, seed, book, report, sandbox))
+                name = f"{task.id}/{plan.name}/seed{seed}"
+                run = partial(run_system, task, plan, seed, book, report, sandbox)
                 if plan.trains:
-                    training.append((estimated_cost(system_folder(task, plan.name)), job))
+                    training.append((cost, Job(name, run)))
                 else:
-                    job.ready = partial(is_complete, model_dir(
-                        system_folder(task, plan.model_system), seed))
-                    reusing.append(job)
+                    model = model_dir(system_folder(task, plan.model_system), seed)
+                    reusing.append(Job(name, run, ready=partial(is_complete, model)))
     training.sort(key=lambda costed: -costed[0])
     run_jobs([job for _, job in training] + reusing, workers)
     return [task_scores(task) for task in tasks]
