@@ -183,7 +183,7 @@ class CompletionServer:
     """
 
     def __init__(self, model: Model) -> None:
-        self.model, self.prompts, self.errors = model, [], []
+        self.model, self.prompts, self.errors, self.request_sizes = model, [], [], []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -212,6 +212,7 @@ class CompletionServer:
     def complete(self, body: dict) -> dict:
         """One choice per prompt; ``prompt`` may be a list, as in the OpenAI API."""
         prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+        self.request_sizes.append(len(prompts))
         choices = [self.choice(index, prompt, body) for index, prompt in enumerate(prompts)]
         return {"id": "cmpl-1", "object": "text_completion", "model": body["model"],
                 "choices": choices}
@@ -264,7 +265,7 @@ def run_harness(tmp_path: Path, model: Model, items: list[dict]) -> tuple[list[d
                        cwd=tmp_path / "harness", check=True, timeout=60)
     assert not server.errors
     results = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
-    return [results[item["id"]] for item in items], server.prompts
+    return [results[item["id"]] for item in items], server
 
 
 @pytest.fixture(scope="module")
@@ -312,7 +313,21 @@ def test_code_in_a_calculator_call_is_refused_not_run(tmp_path: Path) -> None:
 
 def test_a_model_that_never_answers_stops_after_the_call_limit(tmp_path: Path) -> None:
     item = {"id": "val-00000", "input": {"question": "What is 2 times 3?"}, "label": "6"}
-    [result], prompts = run_harness(tmp_path, lambda prompt: "let me think\n", [item])
-    assert len(prompts) == 4
+    [result], server = run_harness(tmp_path, lambda prompt: "let me think\n", [item])
+    assert len(server.prompts) == 4
     assert result["output"] == ""
     assert SCORER.score(item, result["output"]) == 0.0
+
+
+def test_the_instances_advance_together_one_request_per_round(tmp_path: Path,
+                                                              items: list[dict]) -> None:
+    guessed = {item["input"]["question"] for item in items[::3]}
+
+    def model(prompt: str) -> str:
+        return guessing_model(prompt) if last_question(prompt) in guessed \
+            else calculator_model(prompt)
+
+    results, server = run_harness(tmp_path, model, items)
+    assert server.request_sizes == [len(items), len(items) - len(guessed)]
+    assert [len(r["trajectory"]["steps"]) for r in results[:3]] == [1, 3, 3]
+    assert [r["output"] for r in results[:2]] == ["4000", items[1]["label"]]

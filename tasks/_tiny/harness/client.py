@@ -4,6 +4,10 @@ import json
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+ROWS_PER_REQUEST = 64
+PARALLEL_REQUESTS = 4
 
 
 def send(request: urllib.request.Request, attempts: int = 4) -> dict:
@@ -51,17 +55,33 @@ def complete(base_url: str, prompt: str, decoding: dict, stop: list[str] | None 
     return {"texts": texts, "call": call}
 
 
-def complete_many(base_url: str, prompts: list[str], decoding: dict,
-                  stop: list[str] | None = None) -> list[dict]:
-    """One /completions call for many prompts (one greedy choice each): the server
-    batches them at once instead of waiting for separate requests to arrive. Returns,
-    per prompt, what :func:`complete` returns for it alone."""
-    body = request_body(prompts, decoding, stop)
+def complete_all(base_url: str, prompts: list[str], decoding: dict,
+                 stop: list[str] | None = None, n: int = 1,
+                 seed: int | None = None) -> list[dict]:
+    """Complete every prompt ``n`` times: prompts go to the server ``ROWS_PER_REQUEST``
+    rows to a request, ``PARALLEL_REQUESTS`` requests in flight, so that its batches are
+    full as soon as they start instead of filling one request at a time. A seeded request
+    gives each prompt the texts it would get alone. Returns, per prompt, what
+    :func:`complete` returns for it alone."""
+    per_request = max(1, ROWS_PER_REQUEST // n)
+    chunks = [prompts[i:i + per_request] for i in range(0, len(prompts), per_request)]
+    with ThreadPoolExecutor(max_workers=PARALLEL_REQUESTS) as pool:
+        answers = pool.map(lambda chunk: _complete_chunk(base_url, chunk, decoding, stop, n,
+                                                         seed), chunks)
+        return [answer for chunk_answers in answers for answer in chunk_answers]
+
+
+def _complete_chunk(base_url: str, prompts: list[str], decoding: dict,
+                    stop: list[str] | None, n: int, seed: int | None) -> list[dict]:
+    body = request_body(prompts, decoding, stop, n, seed)
     started = time.time()
     reply = post_completions(base_url, body)
     seconds = round(time.time() - started, 4)
     texts = [choice["text"] for choice in sorted(reply["choices"], key=lambda c: c["index"])]
-    return [{"texts": [text], "call": {"prompt": prompt, "completions": [text],
-                                       "decoding": {**body, "prompt": prompt},
-                                       "seconds": seconds}}
-            for prompt, text in zip(prompts, texts, strict=True)]
+    answers = []
+    for i, prompt in enumerate(prompts):
+        mine = texts[i * n:(i + 1) * n]
+        answers.append({"texts": mine, "call": {"prompt": prompt, "completions": mine,
+                                                "decoding": {**body, "prompt": prompt},
+                                                "seconds": seconds}})
+    return answers

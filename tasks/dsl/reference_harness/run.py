@@ -2,17 +2,17 @@
 answer with the most frequent survivor (the greedy program when none survives).
 
 Protocol: python run.py --inputs IN.jsonl --base-url URL --out OUT.jsonl
+Prompts go to the model server many to a request (see client.complete_all).
 """
 
 import argparse
 import json
 import tomllib
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dsl
-from client import complete
+from client import complete_all
 
 HERE = Path(__file__).parent
 
@@ -25,12 +25,8 @@ def fits(program: str, examples: list[list[str]]) -> bool:
     return all(dsl.run(program, source) == target for source, target in examples)
 
 
-def solve(instance: dict, settings: dict, base_url: str) -> dict:
+def choose(instance: dict, greedy: dict, sampled: dict) -> dict:
     examples = instance["input"]["examples"]
-    prompt = settings["prompt"].format(examples=format_examples(examples))
-    greedy = complete(base_url, prompt, settings["decoding"], stop=settings.get("stop"))
-    sampled = complete(base_url, prompt, settings["sampling"], stop=settings.get("stop"),
-                       n=settings["samples"], seed=settings.get("seed"))
     candidates = [text.strip() for text in greedy["texts"] + sampled["texts"]]
     survivors = [program for program in candidates if fits(program, examples)]
     output = Counter(survivors).most_common(1)[0][0] if survivors else candidates[0]
@@ -48,11 +44,15 @@ def main() -> None:
     args = parser.parse_args()
     settings = tomllib.loads((HERE / "harness.toml").read_text())
     instances = [json.loads(line) for line in args.inputs.read_text().splitlines() if line]
-    with ThreadPoolExecutor(max_workers=64) as pool:
-        results = pool.map(lambda i: solve(i, settings, args.base_url), instances)
-        with args.out.open("w") as out:
-            for result in results:
-                out.write(json.dumps(result) + "\n")
+    prompts = [settings["prompt"].format(examples=format_examples(i["input"]["examples"]))
+               for i in instances]
+    stop = settings.get("stop")
+    greedy = complete_all(args.base_url, prompts, settings["decoding"], stop=stop)
+    sampled = complete_all(args.base_url, prompts, settings["sampling"], stop=stop,
+                           n=settings["samples"], seed=settings.get("seed"))
+    with args.out.open("w") as out:
+        for instance, first, samples in zip(instances, greedy, sampled, strict=True):
+            out.write(json.dumps(choose(instance, first, samples)) + "\n")
 
 
 if __name__ == "__main__":

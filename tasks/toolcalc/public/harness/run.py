@@ -9,17 +9,17 @@ after "Calc:" with calculator.evaluate (never eval) and appends "=RESULT" (or "=
 newline. A line starting "Answer:" ends the instance; its text after "Answer:" is the
 output. Any other line is kept and the model goes on, up to max_model_calls calls; without
 an answer line the output is empty. The trajectory records every model and tool call.
+The instances advance together, one line per round, their prompts many to a request.
 """
 
 import argparse
 import json
 import time
 import tomllib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from calculator import CalcError, evaluate
-from client import complete
+from client import complete_all
 
 HERE = Path(__file__).parent
 
@@ -37,28 +37,41 @@ def tool_call(line: str) -> tuple[str, dict]:
     return f"={result}\n", step
 
 
-def solve(instance: dict, settings: dict, base_url: str, decoding: dict) -> dict:
-    text = settings["prompt"].format(**instance["input"])
-    steps: list[dict] = []
-    output = ""
+def step(state: dict, result: dict) -> bool:
+    """Take one model line into the instance's state; whether the instance goes on."""
+    line = result["texts"][0]
+    state["steps"].append({"type": "model", **result["call"]})
+    state["text"] += line
+    if line.startswith("Answer:"):
+        state["output"] = line[len("Answer:"):].strip()
+        return False
+    if not line:
+        return False
+    if line.startswith("Calc:"):
+        appended, tool_step = tool_call(line)
+        state["steps"].append(tool_step)
+        state["text"] += appended
+    else:
+        state["text"] += "\n"
+    return True
+
+
+def solve_all(instances: list[dict], settings: dict, base_url: str,
+              decoding: dict) -> list[dict]:
+    """Every instance, one model line per round: each round's prompts go to the server
+    together, so that it batches them at once."""
+    states = [{"text": settings["prompt"].format(**instance["input"]), "steps": [],
+               "output": ""} for instance in instances]
+    active = states
     for _ in range(settings["max_model_calls"]):
-        result = complete(base_url, text, decoding, stop=settings["stop"])
-        line = result["texts"][0]
-        steps.append({"type": "model", **result["call"]})
-        text += line
-        if line.startswith("Answer:"):
-            output = line[len("Answer:"):].strip()
+        if not active:
             break
-        if not line:
-            break
-        if line.startswith("Calc:"):
-            appended, step = tool_call(line)
-            steps.append(step)
-            text += appended
-        else:
-            text += "\n"
-    trajectory = {"steps": steps, "transcript": text}
-    return {"id": instance["id"], "output": output, "trajectory": trajectory}
+        results = complete_all(base_url, [s["text"] for s in active], decoding,
+                               stop=settings["stop"])
+        active = [s for s, result in zip(active, results, strict=True) if step(s, result)]
+    return [{"id": instance["id"], "output": state["output"],
+             "trajectory": {"steps": state["steps"], "transcript": state["text"]}}
+            for instance, state in zip(instances, states, strict=True)]
 
 
 def main() -> None:
@@ -71,11 +84,9 @@ def main() -> None:
     settings = tomllib.loads((HERE / "harness.toml").read_text())
     decoding = json.loads(args.decoding) if args.decoding else settings["decoding"]
     instances = [json.loads(line) for line in args.inputs.read_text().splitlines() if line]
-    with ThreadPoolExecutor(max_workers=64) as pool:
-        results = pool.map(lambda i: solve(i, settings, args.base_url, decoding), instances)
-        with args.out.open("w") as out:
-            for result in results:
-                out.write(json.dumps(result) + "\n")
+    with args.out.open("w") as out:
+        for result in solve_all(instances, settings, args.base_url, decoding):
+            out.write(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":
