@@ -18,6 +18,7 @@ import pytest
 
 from vtbench.errors import CheckpointError, MissingDependency, ModelServerError
 from vtbench.models.checkpoint import load_checkpoint, load_tokenizer
+from vtbench.models.server import default_max_batch
 from vtbench.models.serving import ModelServer, TransformersServer, resolve_server, serve_model
 from vtbench.models.tiny import new_tiny_model, save_checkpoint
 
@@ -82,6 +83,21 @@ def test_concurrent_greedy_requests_share_a_generate_call_and_match_direct_gener
         assert answer["choices"][0]["text"] == direct_greedy(model_dir, ids, 12)
         assert answer["usage"]["prompt_tokens"] == len(ids)
         assert answer["object"] == "text_completion"
+
+
+def test_without_max_batch_a_cpu_server_batches_64_rows(server: ModelServer,
+                                                        http: httpx.Client) -> None:
+    before = server.stats()
+    answer = complete(http, prompt="ab", n=100, max_tokens=2, temperature=1.0, seed=1)
+    after = server.stats()
+    assert len(answer["choices"]) == 100
+    assert after["largest_batch"] == 64
+    assert after["generate_calls"] - before["generate_calls"] == 2
+
+
+def test_a_gpu_server_batches_more_rows_by_default() -> None:
+    assert default_max_batch("cpu") == 64
+    assert default_max_batch("cuda") == default_max_batch("cuda:1") == 256
 
 
 def test_chat_uses_the_tokenizer_chat_template(http: httpx.Client, model_dir: Path) -> None:

@@ -95,7 +95,7 @@ class _ServerProcess:
 
     def __init__(self, model_dir: Path, socket: Path | None = None, *,
                  port: int | None = None, device: str = "auto", threads: int = 1,
-                 max_batch: int = 64, startup_timeout: float = 180.0,
+                 max_batch: int | None = None, startup_timeout: float = 180.0,
                  log_path: Path | None = None, extra_args: Sequence[str] = ()) -> None:
         self.model_dir = Path(model_dir)
         self._own_dir: Path | None = None
@@ -235,11 +235,11 @@ class TransformersServer(_ServerProcess):
 
     def server_args(self) -> list[str]:
         args = ["--model", str(self.model_dir), "--socket", str(self.socket),
-                "--device", self.device, "--threads", str(self.threads),
-                "--max-batch", str(self.max_batch)]
+                "--device", self.device, "--threads", str(self.threads)]
+        batch = ["--max-batch", str(self.max_batch)] if self.max_batch else []
         port = ["--port", str(self.port)] if self.port is not None else []
         own = ["--own-folder", str(self._own_dir)] if self._own_dir is not None else []
-        return args + port + own + self.extra_args
+        return args + batch + port + own + self.extra_args
 
 
 class VllmServer(_ServerProcess):
@@ -256,8 +256,8 @@ class VllmServer(_ServerProcess):
         return [python, "-m", "vllm.entrypoints.openai.api_server", "--model",
                 str(self.model_dir), "--uds", str(self.socket), "--load-format",
                 "safetensors", "--served-model-name", self.model_dir.resolve().name,
-                "--max-num-seqs", str(self.max_batch), "--generation-config", "vllm",
-                *self.extra_args]
+                *(["--max-num-seqs", str(self.max_batch)] if self.max_batch else []),
+                "--generation-config", "vllm", *self.extra_args]
 
 
 SERVER_BACKENDS: dict[str, type[_ServerProcess]] = {
@@ -281,8 +281,9 @@ def serve_model(model_dir: Path, socket: Path | None = None, *,
 
     ``ready=False`` yields it as soon as it is launched (the caller starts other work,
     then calls ``wait_ready``). ``options`` are ``port``, ``device``, ``threads``,
-    ``max_batch``, ``startup_timeout``, ``log_path`` (default: beside the socket) and
-    ``extra_args`` (flags passed to the backend's command line).
+    ``max_batch`` (None: the backend's own default), ``startup_timeout``, ``log_path``
+    (default: beside the socket) and ``extra_args`` (flags passed to the backend's command
+    line).
     """
     server = resolve_server(backend)(model_dir, socket, **options)
     try:
