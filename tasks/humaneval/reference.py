@@ -7,9 +7,11 @@ and repeats; then top up with more clean standard-library functions mined the sa
 Trainer: completion-only loss, a smaller learning rate with warm-up and cosine decay.
 Harness: each prompt sent without its final newline (SmolLM2's tokenizer never ends a line
 on a lone newline token before indented code, so the untrained model starts a new top-level
-line there); a greedy and five sampled bodies (temperature 0.6, at most 128 tokens),
-keeping the one that passes most of the docstring's own ``>>>`` examples (see
-``reference_harness/run.py``).
+line there); a greedy and 32 sampled bodies (temperature 0.8, at most 128 tokens),
+keeping the one that passes most of the docstring's own examples (see
+``reference_harness/run.py``). Measured on all 164 problems (one seed, H200, 2026-12-01):
+the reference model's best of 32 samples by the examples solves 11 test problems, its best
+of 4 samples 6.
 """
 
 import ast
@@ -29,8 +31,8 @@ MAX_BODY_LINES = 40
 TARGET_ROWS = 2500
 SAMPLED_TOKENS = 128
 """Enough for most HumanEval bodies; longer samples are mostly a small model's loops."""
-SAMPLES = 10
-TEMPERATURE = 0.7
+SAMPLES = 32
+TEMPERATURE = 0.8
 TRAINER = {"steps": 120, "lr": 3e-5, "schedule": "cosine", "warmup_steps": 10}
 
 
