@@ -119,8 +119,9 @@ def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int
                             "preparing it again")
         book = ScoreBook(task)
         for plan in plans_for(task):
-            build_components(task, plan, system_folder(task, plan.name))
-            cost = estimated_cost(system_folder(task, plan.name)) if plan.trains else 0.0
+            folder = system_folder(task, plan.name)
+            build_components(task, plan, folder)
+            cost = estimated_cost(folder) if plan.trains else 0.0
             for seed in seeds:
                 name = f"{task.id}/{plan.name}/seed{seed}"
                 run = partial(run_system, task, plan, seed, book, report, sandbox)

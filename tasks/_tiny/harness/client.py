@@ -46,13 +46,7 @@ def post_completions(base_url: str, body: dict) -> dict:
 def complete(base_url: str, prompt: str, decoding: dict, stop: list[str] | None = None,
              n: int = 1, seed: int | None = None) -> dict:
     """One /completions call; returns the choices' texts and a trajectory entry."""
-    body = request_body(prompt, decoding, stop, n, seed)
-    started = time.time()
-    reply = post_completions(base_url, body)
-    texts = [choice["text"] for choice in reply["choices"]]
-    call = {"prompt": prompt, "completions": texts, "decoding": body,
-            "seconds": round(time.time() - started, 4)}
-    return {"texts": texts, "call": call}
+    return _complete_chunk(base_url, [prompt], decoding, stop, n, seed)[0]
 
 
 def complete_all(base_url: str, prompts: list[str], decoding: dict,
@@ -73,6 +67,8 @@ def complete_all(base_url: str, prompts: list[str], decoding: dict,
 
 def _complete_chunk(base_url: str, prompts: list[str], decoding: dict,
                     stop: list[str] | None, n: int, seed: int | None) -> list[dict]:
+    """One /completions call for ``prompts``; per prompt, its ``n`` texts and a trajectory
+    entry."""
     body = request_body(prompts, decoding, stop, n, seed)
     started = time.time()
     reply = post_completions(base_url, body)
