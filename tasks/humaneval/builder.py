@@ -19,13 +19,19 @@ most of its words with a HumanEval prompt's, is left out. The initial data keeps
 hurried miner gets: stub bodies (``pass``, ``...``, ``raise NotImplementedError``),
 functions of hundreds of lines, private helpers and methods, repeated rows, and rows
 whose body was re-indented with tabs or two spaces.
+
+:func:`self_contained_pool` mines what the reference data is made of: the public top-level
+functions of the standard library and of the installed packages that read no name but
+their own and the builtins, under the same HumanEval exclusions.
 """
 
 import ast
+import builtins
 import gzip
 import json
 import random
 import re
+import site
 import sys
 import sysconfig
 from functools import cache
@@ -203,6 +209,89 @@ def mined_pool() -> tuple[dict, ...]:
     names, docstrings = humaneval_fingerprints()
     return tuple(f for f in mine_functions(stdlib_root())
                  if not overlaps_humaneval(f, names, docstrings))
+
+
+# ------------------------------------------------------------------ self-contained functions
+
+SELF_CONTAINED_BODY_LINES = 25
+BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+def site_packages() -> list[Path]:
+    """The installed packages' folders (never the operator-only one, which holds HumanEval)."""
+    operator = layout.operator_packages().resolve()
+    folders = {Path(p).resolve() for p in [*site.getsitepackages(), *sys.path]
+               if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()}
+    return sorted(folder for folder in folders if folder != operator)
+
+
+def bound_names(node: ast.FunctionDef) -> set[str]:
+    """Every name the function binds: arguments, assignments, imports, inner definitions."""
+    bound = set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.arg):
+            bound.add(child.arg)
+        elif isinstance(child, ast.Name) and not isinstance(child.ctx, ast.Load):
+            bound.add(child.id)
+        elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(child.name)
+        elif isinstance(child, ast.Import | ast.ImportFrom):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in child.names)
+        elif isinstance(child, ast.ExceptHandler) and child.name:
+            bound.add(child.name)
+    return bound
+
+
+def is_self_contained(node: ast.FunctionDef) -> bool:
+    """A plain function whose body reads no name but its own and the builtins: it can be
+    written from its signature and docstring alone, as a HumanEval function can."""
+    if node.decorator_list or any(
+            isinstance(child, ast.Yield | ast.YieldFrom | ast.Await | ast.Global | ast.Nonlocal)
+            for child in ast.walk(node)):
+        return False
+    read = {child.id for child in ast.walk(node)
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load)}
+    return not read - bound_names(node) - BUILTIN_NAMES
+
+
+def self_contained_functions(path: Path) -> list[dict]:
+    """The module's public top-level self-contained functions with a docstring and a short
+    body."""
+    try:
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source)
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return []
+    lines = source.splitlines(keepends=True)
+    found = []
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or node.name.startswith("_") \
+                or not is_self_contained(node):
+            continue
+        function = split_function(node, lines)
+        if function and not is_stub(function["completion"]) \
+                and function["completion"].count("\n") <= SELF_CONTAINED_BODY_LINES:
+            found.append(function)
+    return found
+
+
+def mine_self_contained(roots: list[Path]) -> list[dict]:
+    """The self-contained functions of every module under ``roots``, in file order."""
+    return [function for root in roots for path in library_files(root)
+            for function in self_contained_functions(path)]
+
+
+@cache
+def self_contained_pool() -> tuple[dict, ...]:
+    """Self-contained functions of the standard library and the installed packages, minus
+    anything close to a HumanEval problem and the repeats of vendored copies. What it holds
+    depends on what is installed."""
+    names, docstrings = humaneval_fingerprints()
+    unique: dict[str, dict] = {}
+    for function in mine_self_contained([stdlib_root(), *site_packages()]):
+        if not overlaps_humaneval(function, names, docstrings):
+            unique.setdefault(function["prompt"], function)
+    return tuple(unique.values())
 
 
 # ------------------------------------------------------------------ the flawed initial data

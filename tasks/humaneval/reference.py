@@ -1,9 +1,15 @@
 """humaneval reference solution: scripted changes to data, trainer and harness.
 
-Data: drop stub bodies, private helpers and dunder methods, functions longer than the
-trainer's context, rows that do not compile once tabs are expanded (the two-space junk),
-and repeats; then top up with more clean standard-library functions mined the same way
-(an agent can mine the same standard library inside its sandbox).
+Data: replaced by the self-contained functions of the standard library and of the installed
+packages (public top-level functions with a docstring, a body of at most 25 lines, no
+decorator, reading no name but their own and the builtins; see
+``builder.self_contained_pool``): like a HumanEval problem, each can be written from its
+signature and docstring alone, where most of the initial rows are methods and helpers that
+lean on their module. An agent can mine the same: its sandbox mounts the same packages.
+Measured on one H200 (2026-12-01, seed 0, 120 steps, the reference trainer and harness):
+test 15 of 124 against 10 on the initial data and 11 on cleaned standard-library rows;
+with the initial trainer and harness, test 8 against the initial system's 4. (That run's
+rows still held the repeats of vendored copies, about one in ten, which the pool now drops.)
 Trainer: completion-only loss, a smaller learning rate with warm-up and cosine decay.
 Harness: each prompt sent without its final newline (SmolLM2's tokenizer never ends a line
 on a lone newline token before indented code, so the untrained model starts a new top-level
@@ -14,7 +20,6 @@ the reference model's best of 32 samples by the examples solves 11 test problems
 of 4 samples 6.
 """
 
-import ast
 import random
 import shutil
 import tomllib
@@ -22,13 +27,9 @@ from pathlib import Path
 
 import tomli_w
 
-from vtbench.tasks.tiny_reference import improve_trainer, read_rows, write_rows
+from vtbench.tasks.tiny_reference import improve_trainer, write_rows
 
 HERE = Path(__file__).parent
-MAX_CHARACTERS = 1600
-"""About 512 tokens of code: longer rows are cut by the trainer and teach run-on bodies."""
-MAX_BODY_LINES = 40
-TARGET_ROWS = 2500
 SAMPLED_TOKENS = 128
 """Enough for most HumanEval bodies; longer samples are mostly a small model's loops."""
 SAMPLES = 32
@@ -36,39 +37,11 @@ TEMPERATURE = 0.8
 TRAINER = {"steps": 120, "lr": 3e-5, "schedule": "cosine", "warmup_steps": 10}
 
 
-def clean_row(row: dict, builder) -> dict | None:
-    prompt, completion = row.get("prompt", ""), row.get("completion", "")
-    if not isinstance(prompt, str) or not isinstance(completion, str):
-        return None
-    completion = completion.expandtabs(4)
-    function = builder.last_function(prompt)
-    if function is None or function.name.startswith("_") or builder.is_stub(completion):
-        return None
-    if len(prompt) + len(completion) > MAX_CHARACTERS \
-            or completion.count("\n") > MAX_BODY_LINES:
-        return None
-    try:
-        ast.parse(prompt + completion)
-    except SyntaxError:
-        return None
-    return {"prompt": prompt, "completion": completion}
-
-
 def apply_data(data_dir: Path, task) -> None:
-    cleaned: dict[str, dict] = {}
-    for row in read_rows(data_dir):
-        fixed = clean_row(row, task.builder)
-        if fixed:
-            cleaned.setdefault(fixed["prompt"], fixed)
-    pool = list(task.builder.mined_pool())
-    random.Random(5).shuffle(pool)
-    for function in pool:
-        if len(cleaned) >= TARGET_ROWS:
-            break
-        fixed = clean_row(function, task.builder)
-        if fixed:
-            cleaned.setdefault(fixed["prompt"], fixed)
-    write_rows(data_dir, list(cleaned.values()))
+    rows = [{"prompt": f["prompt"], "completion": f["completion"]}
+            for f in task.builder.self_contained_pool()]
+    random.Random(7).shuffle(rows)
+    write_rows(data_dir, rows)
 
 
 def apply_trainer(trainer_dir: Path, task) -> None:

