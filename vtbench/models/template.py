@@ -16,6 +16,7 @@ server whose connection closes before it ended is terminated.
 """
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -151,6 +152,9 @@ def _serve_forever(socket_path: Path, owner: int) -> None:
     from vtbench.models._template_preload import warm  # (the point of the template)
 
     warm()
+    # What the preload made lives as long as the template: a fork's collections then never
+    # walk it (tens of ms per fork, and each walk copies the pages it touches).
+    gc.freeze()
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(socket_path))
