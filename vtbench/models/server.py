@@ -18,6 +18,7 @@ accepted. Streaming, ``echo``, penalties and token-id prompts are refused with a
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import select
@@ -29,14 +30,15 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vtbench.errors import CheckpointError, VtbenchError
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    import uvicorn
+    from fastapi import FastAPI, Request
 
     from vtbench.models.batching import BatchEngine, Completion, GenerationRequest
 
@@ -102,8 +104,9 @@ class BadRequest(ValueError):
 class _Service:
     """Turns validated requests into engine requests and engine completions into responses."""
 
-    def __init__(self, engine: "BatchEngine", name: str, context: int) -> None:
-        self.engine, self.name, self.context = engine, name, context
+    def __init__(self, engine: "BatchEngine", name: str, context: int,
+                 port: int | None = None) -> None:
+        self.engine, self.name, self.context, self.port = engine, name, context, port
         self.tokenizer, self.codec = engine.tokenizer, engine.codec
 
     def engine_request(self, body: _Sampling, prompt_ids: list[int], default_max: int | None,
@@ -194,8 +197,14 @@ def _error(status: int, message: str, kind: str, param: str | None = None) -> An
     return JSONResponse(body, status_code=status)
 
 
-def create_app(service: _Service, port: int | None = None) -> "FastAPI":
-    """The FastAPI app over ``service``; every error leaves as an OpenAI error object."""
+def _service(request: "Request") -> _Service:
+    service: _Service = request.app.state.service
+    return service
+
+
+def create_app() -> "FastAPI":
+    """The FastAPI app over the :class:`_Service` in its ``state.service`` (set before it
+    serves); every error leaves as an OpenAI error object."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
@@ -221,24 +230,26 @@ def create_app(service: _Service, port: int | None = None) -> "FastAPI":
         return _error(500, f"internal error: {type(err).__name__}: {err}", "server_error")
 
     @app.get("/health")
-    async def health() -> Any:
+    async def health(request: Request) -> Any:
+        service = _service(request)
         if not service.engine.alive:
             return _error(503, "generation worker has stopped", "server_error")
-        return {"status": "ok", "model": service.name, "port": port}
+        return {"status": "ok", "model": service.name, "port": service.port}
 
     @app.get("/v1/models")
-    async def models() -> Any:
-        return {"object": "list", "data": [{"id": service.name, "object": "model",
+    async def models(request: Request) -> Any:
+        return {"object": "list", "data": [{"id": _service(request).name, "object": "model",
                                             "created": 0, "owned_by": "vtbench"}]}
 
     @app.get("/v1/stats")
-    async def stats() -> Any:
-        return vars(service.engine.stats)
+    async def stats(request: Request) -> Any:
+        return vars(_service(request).engine.stats)
 
     # Bodies are parsed and answers serialised directly (no FastAPI encoder): at tiny-model
     # speeds per-request overhead is a visible share of throughput.
     @app.post("/v1/completions")
     async def completions(request: Request) -> Any:
+        service = _service(request)
         body = _parse(CompletionRequest, await request.body())
         texts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
         if not texts:
@@ -255,6 +266,7 @@ def create_app(service: _Service, port: int | None = None) -> "FastAPI":
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Any:
+        service = _service(request)
         body = _parse(ChatRequest, await request.body())
         prompt = service.chat_prompt(body)
         if body.max_completion_tokens and not body.max_tokens:
@@ -269,6 +281,18 @@ def create_app(service: _Service, port: int | None = None) -> "FastAPI":
                       "choices": choices, "usage": service.usage([prompt], results)})
 
     return app
+
+
+@functools.cache
+def server_config() -> "uvicorn.Config":
+    """uvicorn's loaded config over :func:`create_app`, built once per process: the
+    template (:mod:`vtbench.models.template`) builds it before it forks the servers."""
+    import uvicorn
+
+    config = uvicorn.Config(create_app(), log_level="warning", access_log=False,
+                            timeout_keep_alive=30, timeout_graceful_shutdown=10)
+    config.load()
+    return config
 
 
 # ---------------------------------------------------------------- the server process
@@ -365,10 +389,10 @@ def run_server(args: argparse.Namespace) -> None:
                   getattr(tokenizer, "model_max_length", 2048))
     sockets = _listen(args.socket, args.port)
     port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
-    app = create_app(_Service(engine, args.model.resolve().name, context), port)
+    config = server_config()
+    app = cast("FastAPI", config.app)
+    app.state.service = _Service(engine, args.model.resolve().name, context, port)
     engine.start()
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=30,
-                            timeout_graceful_shutdown=10)
     try:
         uvicorn.Server(config).run(sockets=sockets)
     finally:
