@@ -1,13 +1,13 @@
 """Timings of the humaneval task's expensive steps, to size ``prepare --scale smol``.
 
 Measures, in one run and in a fresh private store: the one-off SmolLM2-135M conversion,
-one evaluation of the base model on the validation split (40 problems) with the initial
+one evaluation of the base model on the validation split (82 problems) with the initial
 (greedy) harness, optionally with the reference harness too, and a few optimiser steps of
 the initial trainer (tokens/s). Prints one JSON object. The ratio printed is the
 evaluation's generation seconds over its wall seconds (how much of an evaluation is the
 model itself, the rest being server start-up, harness and scoring).
 
-    python bench/humaneval_smol.py [--sandbox bwrap|none|direct] [--limit 40] [--train-steps 2]
+    python bench/humaneval_smol.py [--sandbox bwrap|none|direct] [--limit 82] [--train-steps 2]
 """
 
 import argparse
@@ -87,7 +87,8 @@ def timed_training(task, base: Path, steps: int, workdir: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sandbox", default="bwrap", help="bwrap, none or direct")
-    parser.add_argument("--limit", type=int, default=40, help="validation problems")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="validation problems (default: all)")
     parser.add_argument("--reference-harness", action="store_true")
     parser.add_argument("--train-steps", type=int, default=0)
     args = parser.parse_args()
@@ -107,7 +108,7 @@ def main() -> None:
     base = ensure_smol()
     report["conversion_seconds"] = round(time.monotonic() - started, 1)
     task = find_task("humaneval")
-    items = task.builder.build_split(random.Random(0), 40, set())[:args.limit]
+    items = task.builder.build_split(random.Random(0), task.spec.splits.val, set())[:args.limit]
     items = [{"id": f"val-{i:05d}", **item} for i, item in enumerate(items)]
     report["initial_harness"] = timed_evaluation(task, base, items, None, args.sandbox)
     print(json.dumps(report), flush=True)

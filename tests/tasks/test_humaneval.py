@@ -104,11 +104,12 @@ def test_the_scorer_still_runs_while_other_sandboxes_hold_many_processes(
         assert scorer.score(builder.make_item(problem), problem["canonical_solution"]) == 1.0
 
 
-def test_val_is_the_fixed_forty_and_test_the_other_124(problems) -> None:
+def test_val_is_the_even_numbered_problems_and_test_the_odd_numbered(problems) -> None:
     splits = build_splits(TASK, secret=b"s" * 32)
     val = [item["label"]["task_id"] for item in splits["val"]]
     test = [item["label"]["task_id"] for item in splits["test"]]
-    assert val == [f"HumanEval/{i}" for i in range(0, 160, 4)]
+    assert val == [f"HumanEval/{i}" for i in range(0, 164, 2)]
+    assert test == [f"HumanEval/{i}" for i in range(1, 164, 2)]
     assert len(val) == TASK.spec.splits.val and len(test) == TASK.spec.splits.test
     assert sorted(val + test) == sorted(problems)
     assert build_splits(TASK, secret=b"t" * 32) == splits
