@@ -1,6 +1,8 @@
 """``vtbench prepare``, ``vtbench eval`` and ``vtbench pretrain``: the operator's side."""
 
+import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -38,6 +40,23 @@ SCORE_COLUMNS = ["task", "init val", "init test", "ref val", "ref test",
 A task prepared from another version of it is marked stale."""
 
 
+def log_reporter(write: Callable[[str], None]) -> Callable[[str, str], None]:
+    """Progress for a log file or pipe: each job's lines as ``job: line``, but of the
+    training steps only the first, every hundredth and the last, and no line repeating the
+    one before it (an evaluation reports its count until it moves)."""
+    last: dict[str, str] = {}
+
+    def report(job: str, line: str) -> None:
+        step = re.match(r"step (\d+)/(\d+)", line)
+        if step and (int(step[1]) - 1) % 100 and step[1] != step[2]:
+            return
+        if last.get(job) != line:
+            last[job] = line
+            write(f"{job}: {line}")
+
+    return report
+
+
 def prepare(
     task: Annotated[
         list[str] | None, typer.Option("--task", "-t", help="Task id (repeatable).")
@@ -59,11 +78,11 @@ def prepare(
     with Progress(TextColumn("{task.description}"), TimeElapsedColumn(), console=err_console,
                   transient=as_json) as progress:
         lines: dict[str, TaskID] = {}
+        to_log = log_reporter(lambda text: err_console.print(text, highlight=False))
 
         def report(job: str, line: str) -> None:
             if not err_console.is_terminal:
-                if not line.startswith("step") or line.startswith(("step 1/", "step 100")):
-                    err_console.print(f"{job}: {line}", highlight=False)
+                to_log(job, line)
                 return
             if job not in lines:
                 lines[job] = progress.add_task(job)
