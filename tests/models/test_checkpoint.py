@@ -45,6 +45,30 @@ def test_a_saved_tiny_model_loads_in_float32_in_eval_mode(checkpoint: Path) -> N
     assert load_tokenizer(checkpoint).padding_side == "left"
 
 
+def test_a_small_checkpoint_loads_without_loader_threads_and_leaves_the_setting_as_it_was(
+        checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from vtbench.models.checkpoint import ASYNC_LOAD_OFF
+
+    monkeypatch.delenv(ASYNC_LOAD_OFF, raising=False)
+    before = threading.active_count()
+    started: list[str] = []
+    original = threading.Thread.start
+
+    def recorded(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        original(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", recorded)
+    load_checkpoint(checkpoint)
+    assert started == [] and threading.active_count() == before
+    assert ASYNC_LOAD_OFF not in os.environ
+    monkeypatch.setenv(ASYNC_LOAD_OFF, "0")
+    load_checkpoint(checkpoint)
+    assert os.environ[ASYNC_LOAD_OFF] == "0"
+
+
 def test_a_missing_directory_is_refused(tmp_path: Path) -> None:
     assert "missing" in refusal(tmp_path / "nowhere")
 

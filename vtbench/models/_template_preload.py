@@ -28,8 +28,9 @@ import vtbench.models.server  # noqa: F401
 
 def warm() -> None:
     """What each server would otherwise do once per fork: transformers' table of weight
-    renamings (hundreds of regexes, ~40 ms), the FastAPI app and uvicorn's loaded config
-    (~10 ms)."""
+    renamings (hundreds of regexes, ~40 ms), its check of each model class's source for a
+    settable attention (it reads and searches the whole modeling file, ~20 ms), the FastAPI
+    app, uvicorn's loaded config and its event-loop modules (~25 ms)."""
     import contextlib
 
     from vtbench.models.server import server_config
@@ -38,5 +39,11 @@ def warm() -> None:
         from transformers.conversion_mapping import get_checkpoint_conversion_mapping
 
         get_checkpoint_conversion_mapping("llama")
-    server_config()
+    for model_class in (LlamaForCausalLM, Qwen2ForCausalLM):
+        for check in ("_can_set_attn_implementation", "_can_set_experts_implementation"):
+            with contextlib.suppress(AttributeError):
+                getattr(model_class, check)()  # the class caches the answer
+    config = server_config()
+    with contextlib.suppress(AttributeError):
+        config.get_loop_factory()  # imports the loop's modules (uvloop), starts no loop
 

@@ -19,8 +19,11 @@ What it trusts: the installed transformers/safetensors libraries and the JSON an
 tokenizer files (data, not code; chat templates render in jinja's sandbox).
 """
 
+import contextlib
 import json
+import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -34,7 +37,11 @@ PICKLE_SUFFIXES = frozenset({".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", 
                              ".npz"})
 REMOTE_CODE_KEYS = ("auto_map", "trust_remote_code", "custom_pipelines")
 CONFIG_FILES = ("config.json", "tokenizer_config.json", "generation_config.json")
+ASYNC_LOAD_OFF = "HF_DEACTIVATE_ASYNC_LOAD"
 _HEADER_LIMIT = 100_000_000
+SYNC_LOAD_BYTES = 256 * 2**20
+"""Weights smaller than this load on the calling thread: for a small checkpoint
+transformers' loader threads cost more than they save (~15 ms of a tiny model's start)."""
 
 
 def check_checkpoint(directory: Path) -> Path:
@@ -78,11 +85,13 @@ def load_checkpoint(directory: Path, device: str = "cpu",
     root = check_checkpoint(directory)
     if dtype is None:
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    weights = sum(path.stat().st_size for path in root.glob("*.safetensors"))
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            root, trust_remote_code=False, use_safetensors=True, local_files_only=True,
-            dtype=dtype,
-        )
+        with _loader_threads(weights >= SYNC_LOAD_BYTES):
+            model = AutoModelForCausalLM.from_pretrained(
+                root, trust_remote_code=False, use_safetensors=True, local_files_only=True,
+                dtype=dtype,
+            )
     except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
         raise CheckpointError(f"{root}: cannot load model: {_first_line(err)}",
                               hint="check config.json against the weights") from err
@@ -99,6 +108,21 @@ def load_tokenizer(directory: Path) -> "PreTrainedTokenizerBase":
     except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
         raise CheckpointError(f"{root}: cannot load tokenizer: {_first_line(err)}",
                               hint="save the tokenizer with save_pretrained") from err
+
+
+@contextlib.contextmanager
+def _loader_threads(wanted: bool) -> Iterator[None]:
+    """transformers loads weights on worker threads unless ``HF_DEACTIVATE_ASYNC_LOAD``."""
+    previous = os.environ.get(ASYNC_LOAD_OFF)
+    if not wanted:
+        os.environ[ASYNC_LOAD_OFF] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(ASYNC_LOAD_OFF, None)
+        else:
+            os.environ[ASYNC_LOAD_OFF] = previous
 
 
 def _walk(root: Path) -> list[Path]:

@@ -289,7 +289,9 @@ def server_config() -> "uvicorn.Config":
     template (:mod:`vtbench.models.template`) builds it before it forks the servers."""
     import uvicorn
 
-    config = uvicorn.Config(create_app(), log_level="warning", access_log=False,
+    # No lifespan: the app has no startup or shutdown work, and FastAPI's would import and
+    # configure its telemetry in every server.
+    config = uvicorn.Config(create_app(), log_level="warning", access_log=False, lifespan="off",
                             timeout_keep_alive=30, timeout_graceful_shutdown=10)
     config.load()
     return config
