@@ -7,9 +7,7 @@ A fixed-harness task always runs the task's pristine harness with its fixed deco
 whatever harness the caller passes; the result says which ran.
 """
 
-import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 from vtbench.evaluation.harness import finish_harness, start_harness
 from vtbench.evaluation.result import EvaluationResult
 from vtbench.evaluation.scoring import score_outputs
+from vtbench.evaluation.standby import evaluation_folder, replenish
 from vtbench.models.serving import serve_model
 from vtbench.sandbox import get_sandbox
 from vtbench.tasks.materialize import materialize
@@ -29,10 +28,11 @@ SERVER_STARTUP_SECONDS = 180.0
 
 
 def stage_harness(task: Task, harness_dir: Path | None, workdir: Path) -> tuple[Path, str]:
-    """Copy the harness that will run into ``workdir``; says ``pristine`` or ``candidate``."""
+    """Copy the harness that will run into ``workdir/harness``; says ``pristine`` or
+    ``candidate``."""
     if task.spec.harness_editable and harness_dir is not None:
         staged = workdir / "harness"
-        shutil.copytree(harness_dir, staged, symlinks=False,
+        shutil.copytree(harness_dir, staged, symlinks=False, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__"))
         return staged, "candidate"
     materialize(task, workdir, components=("harness",))
@@ -48,36 +48,42 @@ def evaluate(
     sandbox: str = "bwrap",
     on_progress: Callable[[int, int], None] | None = None,
     timeout: float | None = None,
+    standby: bool = True,
 ) -> EvaluationResult:
     """Score (model, harness) on ``split``; ``harness_dir`` None means the task's initial one.
 
-    ``timeout`` caps the harness's wall clock below the task's own limit."""
+    ``timeout`` caps the harness's wall clock below the task's own limit. With ``standby``
+    the harness runs in a sandbox started ahead (:mod:`vtbench.evaluation.standby`) when
+    one is ready, and the next one starts while the model generates."""
     items = items if items is not None else load_split(task, split)
     started = time.monotonic()
     harness_spec = task.spec.components.harness
     decoding = None if harness_spec.editable else harness_spec.decoding.model_dump()  # type: ignore[union-attr]
-    with tempfile.TemporaryDirectory(prefix="vtbench-eval-") as tmp:
-        workdir = Path(tmp)
-        os.chmod(workdir, 0o711)
+    backend = get_sandbox(sandbox)
+    with evaluation_folder(backend, standby) as (workdir, waiting):
         harness, which = stage_harness(task, harness_dir, workdir)
         server_started = time.monotonic()
         limit = min(timeout or float("inf"), harness_spec.timeout_seconds)
         # The harness starts while the model loads: its relay binds the socket's folder,
         # which holds the socket only (the server's log lies beside it).
-        (workdir / "server").mkdir(mode=0o711)
         with serve_model(model_dir, socket=workdir / "server" / "model.sock",
                          log_path=workdir / "model.log", ready=False,
                          startup_timeout=SERVER_STARTUP_SECONDS) as server:
             # Its clock starts when the server is ready: the model's load is not its time.
-            launched = start_harness(
-                get_sandbox(sandbox), harness, harness_spec.entry, items, server.socket,
-                workdir, limit, decoding, lazy=True, grace=SERVER_STARTUP_SECONDS)
+            if waiting is not None:
+                launched = waiting.launch(harness_spec.entry, items, limit, decoding)
+            else:
+                launched = start_harness(
+                    backend, harness, harness_spec.entry, items, server.socket, workdir,
+                    limit, decoding, lazy=True, grace=SERVER_STARTUP_SECONDS)
             try:
                 server.wait_ready()
             except BaseException:
                 launched.process.kill_tree(grace_seconds=0)
                 raise
             ready = time.monotonic()
+            if standby:  # the next validation's sandbox starts while this one generates
+                replenish(backend)
             run = finish_harness(
                 launched, (lambda done: on_progress(done, len(items))) if on_progress else None,
                 check=server.check_alive, deadline=ready + limit)

@@ -62,18 +62,21 @@ class HarnessRun:
 
 
 def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
-                 timeout: float, lazy: bool = False, grace: float = 0.0) -> SandboxSpec:
+                 timeout: float, lazy: bool = False, grace: float = 0.0,
+                 cpu_limited: bool = True) -> SandboxSpec:
     """The harness sees the Python runtime, its own folder, its io folder and the relay
     (with ``lazy``, to a socket that may appear after the start). ``grace`` extends the
     wall-clock limit by the server's startup time: the caller then enforces ``timeout``
-    from when the server is ready (:func:`finish_harness`'s ``deadline``)."""
+    from when the server is ready (:func:`finish_harness`'s ``deadline``). Without
+    ``cpu_limited`` the command must set its own CPU limit (a standby's launcher does)."""
     path = f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin"
     return SandboxSpec(
         mounts=[*python_runtime_mounts(), Mount(source=harness_dir, target=INSIDE_HARNESS),
                 Mount(source=io_dir, target=INSIDE_IO, writable=True)],
         env={"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"},
         cwd=INSIDE_HARNESS,
-        limits=Limits(wall_seconds=timeout + grace, cpu_seconds=int(timeout) + 1,
+        limits=Limits(wall_seconds=timeout + grace,
+                      cpu_seconds=int(timeout) + 1 if cpu_limited else None,
                       memory_mb=8192, pids=PIDS, file_size_mb=MAX_OUTPUT_FILE_MB),
         tcp_relays={RELAY_PORT: server_socket},
         lazy_relays=lazy,
@@ -109,22 +112,33 @@ def start_harness(
     ``grace``: see :func:`harness_spec`."""
     io_dir = workdir / "io"
     io_dir.mkdir(parents=True)
-    (io_dir / "inputs.jsonl").write_text(
-        "".join(json.dumps({"id": i["id"], "input": i["input"]}) + "\n" for i in instances))
+    write_inputs(io_dir, instances)
     prepare_writable(io_dir)
     if not lazy:
         grant_socket(server_socket)
+    started = time.monotonic()
+    stderr_path = workdir / "harness.stderr"
+    with stderr_path.open("wb") as stderr:
+        spec = harness_spec(harness_dir, io_dir, server_socket, timeout, lazy, grace)
+        process = sandbox.start(harness_argv(entry, decoding), spec,
+                                stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr)
+    return StartedHarness(process, io_dir, stderr_path, started)
+
+
+def write_inputs(io_dir: Path, instances: list[dict[str, Any]]) -> None:
+    """``inputs.jsonl``: each instance's id and input, never its label."""
+    (io_dir / "inputs.jsonl").write_text(
+        "".join(json.dumps({"id": i["id"], "input": i["input"]}) + "\n" for i in instances))
+
+
+def harness_argv(entry: list[str], decoding: dict[str, Any] | None) -> list[str]:
+    """The harness protocol's command line (paths and address as seen inside)."""
     argv = [*entry, "--inputs", f"{INSIDE_IO}/inputs.jsonl",
             "--out", f"{INSIDE_IO}/outputs.jsonl",
             "--base-url", f"http://127.0.0.1:{RELAY_PORT}/v1"]
     if decoding is not None:
         argv += ["--decoding", json.dumps(decoding)]
-    started = time.monotonic()
-    stderr_path = workdir / "harness.stderr"
-    with stderr_path.open("wb") as stderr:
-        spec = harness_spec(harness_dir, io_dir, server_socket, timeout, lazy, grace)
-        process = sandbox.start(argv, spec, stdout=stderr, stderr=stderr)
-    return StartedHarness(process, io_dir, stderr_path, started)
+    return argv
 
 
 def finish_harness(run: StartedHarness,

@@ -177,8 +177,13 @@ class Grader:
 
     def start(self) -> RecoveryReport:
         """Settle what a crash left open, then start the workers (queued work resumes)."""
+        from vtbench.evaluation.standby import replenish
+        from vtbench.sandbox import get_sandbox
+
         report = self.ledger.recover(inputs_intact=self._inputs_intact)
         log.info("recovered: %s", report.model_dump())
+        if self.sandbox == "bwrap":
+            replenish(get_sandbox(self.sandbox))  # the first validation's harness sandbox
         for index in range(self._workers):
             thread = threading.Thread(target=self._work, name=f"grader-worker-{index}",
                                       daemon=True)
