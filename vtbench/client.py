@@ -2,11 +2,13 @@
 research sandbox (episode token) and what the runner uses (operator token).
 
 Inside a sandbox the grader's unix socket and the episode token come from the environment
-(``VTBENCH_GRADER_SOCKET``, ``VTBENCH_TOKEN``). A refusal arrives as one
-:class:`GraderError` line carrying the grader's public message.
+(``VTBENCH_GRADER_SOCKET``, ``VTBENCH_TOKEN``), and so does the moment the runner stops the
+agent (``VTBENCH_DEADLINE``, unix seconds). A refusal arrives as one :class:`GraderError`
+line carrying the grader's public message.
 """
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,17 @@ import httpx
 
 from vtbench.errors import GraderError, GraderUnavailable, VtbenchError
 
+DEADLINE_ENV = "VTBENCH_DEADLINE"
+
 
 class NotInEpisode(VtbenchError):
     exit_code = 2
+
+
+def seconds_left() -> float | None:
+    """Seconds until the runner stops this episode's agent; None outside an episode."""
+    deadline = os.environ.get(DEADLINE_ENV)
+    return max(0.0, float(deadline) - time.time()) if deadline else None
 
 
 class GraderClient:

@@ -46,6 +46,8 @@ def task_markdown(task: Task) -> str:
     return task.readme() + f"""
 ## Budget and rules
 - Wall clock: {budgets.wall_clock_minutes:g} minutes; validations: {budgets.validations}.
+  `vtbench status` shows what is left; the agent is stopped at `$VTBENCH_DEADLINE` (unix
+  seconds), and without a submission the initial system is the result.
 - {harness}
 - Candidates are model folders in `models/` holding safetensors weights, `config.json`
   and tokenizer files only (no pickles, no symlinks, no remote code).

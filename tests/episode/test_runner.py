@@ -1,7 +1,9 @@
 import json
 import subprocess
+import time
 from pathlib import Path
 
+from vtbench.agents.reference_agent import SUBMIT_MARGIN_S
 from vtbench.episode.record import EpisodeRecord
 from vtbench.episode.runner import RunOptions, run_episode
 
@@ -51,3 +53,28 @@ def test_validations_and_the_submission_are_ledgered_and_snapshotted(
     messages = snapshot_messages(folder)
     assert messages[0].startswith("snapshot 0") and len(messages) == 3
     assert record.submission is not None and record.submission.snapshot != validation.snapshot
+
+
+def test_the_agent_finds_its_deadline_and_status_shows_the_time_left(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    started = time.time()
+    program = ("echo $VTBENCH_DEADLINE > deadline.txt && vtbench status --json > status.json"
+               " && vtbench status > status.txt && vtbench submit --model models/initial")
+    record = episode(prepared_arith, f"command:{program}", tmp_path, minutes=3)
+    assert record.submitted
+    workspace = next(tmp_path.iterdir()) / "workspace"
+    deadline = int((workspace / "deadline.txt").read_text())
+    assert started < deadline <= time.time() + 180
+    status = json.loads((workspace / "status.json").read_text())
+    assert 0 < status["seconds_left"] <= 180
+    assert "minutes, " in (workspace / "status.txt").read_text()
+
+
+def test_the_reference_agent_submits_its_best_so_far_when_the_deadline_is_near(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    minutes = (SUBMIT_MARGIN_S + 5) / 60
+    record = episode(prepared_arith, "reference", tmp_path, minutes=minutes)
+    assert record.submitted and record.stop_reason == "submitted"
+    assert record.validations_used < 5
+    log = (next(tmp_path.iterdir()) / "agent.log").read_text()
+    assert "the deadline is near: submitted" in log

@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from vtbench.cli.output import console, print_json, print_table
-from vtbench.client import GraderClient
+from vtbench.client import GraderClient, seconds_left
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
 HarnessOption = Annotated[str | None, typer.Option(
@@ -18,12 +18,14 @@ def client() -> "GraderClient":
 
 
 def status(as_json: JsonFlag = False) -> None:
-    """Remaining budget and validations of this episode."""
-    answer = client().status()
+    """Remaining time, budget and validations of this episode."""
+    answer = {**client().status(), "seconds_left": seconds_left()}
     if as_json:
         print_json(answer)
         return
-    console.print(f"episode {answer['episode']} ({answer['task']}): "
+    time_left = ("" if answer["seconds_left"] is None
+                 else f"{answer['seconds_left'] / 60:.1f} minutes, ")
+    console.print(f"episode {answer['episode']} ({answer['task']}): {time_left}"
                   f"{answer['validations_left']} validations and "
                   f"{answer['compute_seconds_left']:.0f} grader seconds left; "
                   f"submitted: {answer['submitted']}")

@@ -6,12 +6,13 @@ through the grader's intake, and the snapshot history lives outside the workspac
 
 The wall clock does not pause while the grader evaluates: validations cost the agent time
 as well as credits. The agent is stopped (SIGTERM, then SIGKILL of its whole process tree)
-at the deadline or as soon as its submission is recorded. With no submission the final
-system is the initial one (gain 0). The record is written at the start and after every
-step, so ``vtbench run --resume DIR`` can finish an episode whose runner died. LLM agents get
-their own metered gateway for the episode (:mod:`vtbench.episode.gateway_process`); the
-record's ``llm`` is what it metered. The workspace is a filesystem of its own of the
-task's ``disk_gb`` while the episode runs (:mod:`vtbench.episode.disk`).
+at the deadline, which it finds in ``$VTBENCH_DEADLINE``, or as soon as its submission is
+recorded. With no submission the final system is the initial one (gain 0). The record is
+written at the start and after every step, so ``vtbench run --resume DIR`` can finish an
+episode whose runner died. LLM agents get their own metered gateway for the episode
+(:mod:`vtbench.episode.gateway_process`); the record's ``llm`` is what it metered. The
+workspace is a filesystem of its own of the task's ``disk_gb`` while the episode runs
+(:mod:`vtbench.episode.disk`).
 """
 
 import json
@@ -24,7 +25,7 @@ from typing import Any
 
 from vtbench.agents import AgentContext, get_agent
 from vtbench.agents.llm import runtime_mounts
-from vtbench.client import GraderClient
+from vtbench.client import DEADLINE_ENV, GraderClient
 from vtbench.episode.disk import WorkspaceDisk, unavailable
 from vtbench.episode.gateway_process import config_path, episode_gateway, llm_usage
 from vtbench.episode.grader_process import running_grader
@@ -47,7 +48,7 @@ from vtbench.workspace import create_workspace
 PROMPT = ("You are a research agent. Read /workspace/TASK.md. Improve the system by changing "
           "its training data, trainer and (where allowed) harness; train candidates, validate "
           "them with `vtbench validate`, and submit your best with `vtbench submit` before "
-          "the budget runs out.")
+          "the budget runs out (`vtbench status` shows the time left).")
 Events = Callable[[str], None]
 
 
@@ -159,6 +160,8 @@ def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, gra
     spec = spec.model_copy(update={"mounts": [*spec.mounts, *runtime_mounts(agent)]})
     events("leak audit of everything the agent will see")
     audit(task, [mount.source for mount in spec.mounts])
+    deadline = {DEADLINE_ENV: str(int(time.time() + remaining))}
+    spec = spec.model_copy(update={"env": {**spec.env, **deadline}})
     with episode.log.open("ab") as log:
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
                                                      stdout=log, stderr=log)
