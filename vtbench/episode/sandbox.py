@@ -4,14 +4,15 @@ Visible: ``/workspace`` (writable, except ``models/base``, ``models/initial`` an
 the task fixes it, ``harness/``, which are mounted read-only on top), the Python runtime
 (read-only), the grader's socket (``/run/vtbench/grader.sock``, usable only with this
 episode's token) and, for LLM agents, the episode's own gateway behind a loopback relay.
-Never visible: the private store, the repository's task packs (except the read-only
-playbook the built-in reference agent reads), other episodes, the host's network.
+Never visible: the private store, task packs (except, for the built-in reference agent,
+the read-only playbook: the episode's own task pack and the shared folders its components
+come from), other episodes, the host's network.
 """
 
+import os
 import sys
 from pathlib import Path
 
-from vtbench import layout
 from vtbench.agents import AgentAdapter
 from vtbench.sandbox import Limits, Mount, SandboxSpec, python_runtime_mounts
 from vtbench.tasks.registry import Task
@@ -29,6 +30,22 @@ def read_only_overlays(task: Task, workspace: Path) -> list[Mount]:
     return [Mount(source=workspace / p, target=INSIDE_WORKSPACE / p) for p in paths]
 
 
+def playbook_mounts(task: Task) -> tuple[list[Mount], Path]:
+    """The task pack and every folder its components are copied from, at their relative
+    places under ``/playbook``, and where the pack lands: the reference agent loads the very
+    pack the episode runs, shared sources (``../_tiny/trainer``) included."""
+    folders = {task.root.resolve()}
+    for name in ("data", "trainer", "harness"):
+        component = getattr(task.spec.components, name)
+        folders |= {(task.root / source).resolve() for source in component.sources}
+    common = Path(os.path.commonpath(folders))
+    outside = sorted(f for f in folders if not f.is_relative_to(task.root.resolve()))
+    mounts = [Mount(source=f, target=INSIDE_PLAYBOOK / f.relative_to(common)) for f in outside]
+    pack = INSIDE_PLAYBOOK / task.root.resolve().relative_to(common)
+    mounts.append(Mount(source=task.root.resolve(), target=pack))
+    return sorted(mounts, key=lambda m: len(m.target.parts)), pack
+
+
 def research_spec(task: Task, agent: AgentAdapter, workspace: Path, grader_socket: Path,
                   token: str, wall_seconds: float, gateway_socket: Path | None = None,
                   extra_env: dict[str, str] | None = None) -> SandboxSpec:
@@ -39,8 +56,9 @@ def research_spec(task: Task, agent: AgentAdapter, workspace: Path, grader_socke
            "TRANSFORMERS_OFFLINE": "1", "VTBENCH_GRADER_SOCKET": str(INSIDE_GRADER),
            "VTBENCH_TOKEN": token, "VTBENCH_TASK": task.id, **(extra_env or {})}
     if agent.needs_playbook:
-        mounts.append(Mount(source=layout.BUILTIN_TASKS, target=INSIDE_PLAYBOOK))
-        env["VTBENCH_PLAYBOOK"] = str(INSIDE_PLAYBOOK / task.root.name)
+        playbook, pack = playbook_mounts(task)
+        mounts += playbook
+        env["VTBENCH_PLAYBOOK"] = str(pack)
     relays = {GATEWAY_PORT: gateway_socket} if gateway_socket else {}
     memory_gb = max(task.spec.resources.memory_gb, 8)
     return SandboxSpec(
