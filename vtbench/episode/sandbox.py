@@ -15,6 +15,7 @@ from pathlib import Path
 
 from vtbench.agents import AgentAdapter
 from vtbench.sandbox import Limits, Mount, SandboxSpec, python_runtime_mounts
+from vtbench.tasks.materialize import COMPONENTS
 from vtbench.tasks.registry import Task
 
 INSIDE_WORKSPACE = Path("/workspace")
@@ -34,15 +35,13 @@ def playbook_mounts(task: Task) -> tuple[list[Mount], Path]:
     """The task pack and every folder its components are copied from, at their relative
     places under ``/playbook``, and where the pack lands: the reference agent loads the very
     pack the episode runs, shared sources (``../_tiny/trainer``) included."""
-    folders = {task.root.resolve()}
-    for name in ("data", "trainer", "harness"):
-        component = getattr(task.spec.components, name)
-        folders |= {(task.root / source).resolve() for source in component.sources}
+    root = task.root.resolve()
+    sources = {(root / source).resolve() for name in COMPONENTS
+               for source in getattr(task.spec.components, name).sources}
+    folders = {root} | {f for f in sources if not f.is_relative_to(root)}
     common = Path(os.path.commonpath(folders))
-    outside = sorted(f for f in folders if not f.is_relative_to(task.root.resolve()))
-    mounts = [Mount(source=f, target=INSIDE_PLAYBOOK / f.relative_to(common)) for f in outside]
-    pack = INSIDE_PLAYBOOK / task.root.resolve().relative_to(common)
-    mounts.append(Mount(source=task.root.resolve(), target=pack))
+    mounts = [Mount(source=f, target=INSIDE_PLAYBOOK / f.relative_to(common)) for f in folders]
+    pack = INSIDE_PLAYBOOK / root.relative_to(common)
     return sorted(mounts, key=lambda m: len(m.target.parts)), pack
 
 
