@@ -41,7 +41,8 @@ def snapshot(git_dir: Path, workspace: Path, message: str) -> str:
 
 def task_markdown(task: Task) -> str:
     budgets = task.spec.budgets
-    harness = ("`harness/` is yours to change." if task.spec.harness_editable else
+    harness = ("`harness/` is yours to change; `validate` and `submit` use it unless "
+               "`--harness DIR` names another folder." if task.spec.harness_editable else
                "`harness/` is fixed: the grader always runs the task's own harness.")
     return task.readme() + f"""
 ## Budget and rules
@@ -61,7 +62,8 @@ def task_markdown(task: Task) -> str:
 - `vtbench models` lists candidates and their lineage.
 - `vtbench merge --method linear|slerp|ties|dare_ties|task_arithmetic --models models/A
   models/B --out models/C` merges candidates.
-- `vtbench submit --model models/X` submits your final system and ends the episode.
+- `vtbench submit --model models/X` submits your final system (with `harness/`) and ends
+  the episode.
 - Train with `python trainer/train.py --base models/base --out models/X` (see `trainer/`).
 """
 

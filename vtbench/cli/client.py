@@ -8,8 +8,11 @@ from vtbench.cli.output import console, print_json, print_table
 from vtbench.client import GraderClient, seconds_left
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
-HarnessOption = Annotated[str | None, typer.Option(
-    help="Harness folder to use (tasks whose harness is editable).")]
+HarnessOption = Annotated[str, typer.Option(
+    help="Harness folder, relative to the workspace; where the task fixes its harness, the "
+         "grader runs the task's own whatever this says.")]
+# An agent edits ``harness/`` to have it validated and submitted, so that is the default.
+WORKSPACE_HARNESS = "harness"
 
 
 def client() -> "GraderClient":
@@ -33,7 +36,7 @@ def status(as_json: JsonFlag = False) -> None:
 
 def validate(
     model: Annotated[str, typer.Option(help="Candidate folder, e.g. models/mine.")],
-    harness: HarnessOption = None,
+    harness: HarnessOption = WORKSPACE_HARNESS,
     as_json: JsonFlag = False,
 ) -> None:
     """Score a candidate on the validation split (spends one validation)."""
@@ -79,7 +82,7 @@ def merge(
 
 def submit(
     model: Annotated[str, typer.Option(help="Candidate folder, e.g. models/mine.")],
-    harness: HarnessOption = None,
+    harness: HarnessOption = WORKSPACE_HARNESS,
     as_json: JsonFlag = False,
 ) -> None:
     """Submit the final system (once); it is scored on the hidden test split later."""
