@@ -43,7 +43,15 @@ class HarnessComponent(Component):
     decoding: Decoding | None = None
     """Required when the harness is fixed: the decoding it always runs with."""
     timeout_seconds: int = Field(600, ge=1)
-    """Wall-clock limit of one harness run over a whole split."""
+    """Wall-clock (and CPU) limit of one harness run over a whole split, before
+    ``seconds_per_instance`` adds to it."""
+    seconds_per_instance: float = Field(0.0, ge=0.0)
+    """Added to the limit per instance of the split: a budget per instance that keeps a
+    harness from searching where the task wants the model to propose."""
+
+    def limit_seconds(self, instances: int) -> float:
+        """The limit of one harness run over ``instances`` instances."""
+        return self.timeout_seconds + self.seconds_per_instance * instances
 
     @model_validator(mode="after")
     def fixed_harness_fixes_decoding(self) -> "HarnessComponent":

@@ -2,6 +2,7 @@ import base64
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import time
@@ -109,6 +110,25 @@ def test_a_harness_that_runs_too_long_is_stopped(tiny_model: Path, tmp_path: Pat
                       items=some_items("dsl", 3), timeout=2)
     assert result.error == "harness timed out"
     assert result.timings["harness"] < 20
+
+
+def test_the_harness_limit_grows_with_the_instances_it_answers(
+        tiny_model: Path, tmp_path: Path) -> None:
+    shutil.copytree(find_task("dsl").root.parent, tmp_path / "tasks",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    toml = tmp_path / "tasks" / "dsl" / "task.toml"
+    text = toml.read_text()
+    text = re.sub(r"timeout_seconds = .*\n", "timeout_seconds = 1\nseconds_per_instance = 1.5\n",
+                  text)
+    toml.write_text(text)
+    task = find_task(str(tmp_path / "tasks" / "dsl"))
+    assert task.spec.components.harness.limit_seconds(4) == 7
+    harness = write_harness(tmp_path / "h", "import time\ntime.sleep(4)\nanswer(['upper'] * "
+                            "len(instances))\n")
+    one = evaluate(task, tiny_model, "val", harness_dir=harness, items=some_items("dsl", 1))
+    four = evaluate(task, tiny_model, "val", harness_dir=harness, items=some_items("dsl", 4))
+    assert one.error == "harness timed out"
+    assert four.error is None and [i.output for i in four.instances] == ["upper"] * 4
 
 
 def test_malformed_and_oversized_outputs_score_zero_with_a_reason(

@@ -63,7 +63,7 @@ def evaluate(
     with evaluation_folder(backend, standby) as (workdir, waiting):
         harness, which = stage_harness(task, harness_dir, workdir)
         server_started = time.monotonic()
-        limit = min(timeout or float("inf"), harness_spec.timeout_seconds)
+        limit = min(timeout or float("inf"), harness_spec.limit_seconds(len(items)))
         # The harness starts while the model loads: its relay binds the socket's folder,
         # which holds the socket only (the server's log lies beside it).
         with serve_model(model_dir, socket=workdir / "server" / "model.sock",
