@@ -7,6 +7,7 @@ into ``/workspace/probe.txt``; the test reads that file from the host afterwards
 import base64
 import os
 import socket
+import stat
 import subprocess
 from pathlib import Path
 
@@ -138,3 +139,15 @@ def test_filling_the_disk_stops_at_the_workspace_limit(
     assert files < 16 and megabytes <= 256  # 0.25 GB; 64 files would be 1 GB
     workspace = tmp_path / record.episode_id / "workspace"
     assert not os.path.ismount(workspace) and not workspace.with_name("workspace.img").exists()
+
+
+def test_a_setuid_copy_of_a_shell_is_inert_on_the_host(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    program = ("cp /bin/sh suid-sh && chmod 6755 suid-sh && mkfifo pipe && "
+               "ls -l suid-sh > probe.txt")
+    _, probe = attack(prepared_arith, program, tmp_path)
+    assert probe.startswith("-rwsr-sr-x")
+    workspace = next(tmp_path.iterdir()) / "workspace"
+    shell = workspace / "suid-sh"
+    assert shell.exists() and not shell.stat().st_mode & (stat.S_ISUID | stat.S_ISGID)
+    assert not os.path.lexists(workspace / "pipe")
