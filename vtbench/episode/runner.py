@@ -27,9 +27,9 @@ from vtbench.agents import AgentContext, get_agent
 from vtbench.agents.llm import runtime_mounts
 from vtbench.client import DEADLINE_ENV, GraderClient
 from vtbench.episode.disk import WorkspaceDisk, unavailable
-from vtbench.episode.inert import make_inert
 from vtbench.episode.gateway_process import config_path, episode_gateway, llm_usage
 from vtbench.episode.grader_process import running_grader
+from vtbench.episode.inert import make_inert
 from vtbench.episode.leak_audit import audit
 from vtbench.episode.record import EpisodeRecord, Lineage, Submission, Validation
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
