@@ -19,7 +19,7 @@ from vtbench.spec import Budgets
 
 __all__ = ["scripted_upstream"]
 BUDGETS = Budgets(wall_clock_minutes=5, validations=3, grader_compute_seconds=60,
-                  llm_tokens=1000, llm_dollars=1.0)
+                  llm_tokens=3000, llm_dollars=1.0)
 
 
 def write_config(upstream: ScriptedUpstream, folder: Path) -> Path:
@@ -74,19 +74,21 @@ def test_the_episode_gateway_meters_into_the_episode_folder_and_stops(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VTB_GW_TEST_KEY", "sk-real")
     scripted_upstream.play(say("one", input_tokens=300, output_tokens=20, cache_read_tokens=100),
-                           say("two", input_tokens=600, output_tokens=30), pick="sequence")
+                           say("two", input_tokens=1900, output_tokens=30), pick="sequence")
     with running_gateway(write_config(scripted_upstream, tmp_path), "ep-7", BUDGETS,
                          tmp_path) as socket:
         assert ask(socket).status_code == 200
         assert ask(socket).status_code == 200
-        refused = ask(socket)  # 1050 of 1000 tokens spent: the next request is refused
+        # 2350 of 3000 tokens spent: the next request's worst case (its bytes, the input
+        # allowance and its max_tokens) does not fit in what is left
+        refused = ask(socket)
         assert refused.status_code >= 400 and "budget" in refused.text
     assert not socket.exists()
     assert len(scripted_upstream.requests) == 2
     assert scripted_upstream.requests[0].headers["x-api-key"] == "sk-real"
     usage = llm_usage(tmp_path, "ep-7")
-    assert (usage.requests, usage.input_tokens, usage.output_tokens) == (2, 1000, 50)
-    assert usage.dollars == pytest.approx((1000 * 3.0 + 50 * 15.0) / 1e6)
+    assert (usage.requests, usage.input_tokens, usage.output_tokens) == (2, 2300, 50)
+    assert usage.dollars == pytest.approx((2300 * 3.0 + 50 * 15.0) / 1e6)
     assert len((tmp_path / "llm-trajectory.jsonl").read_text().splitlines()) >= 2
 
 

@@ -1,4 +1,7 @@
-"""The real key goes upstream, the agent's never does; spent budgets refuse before upstream."""
+"""The real key goes upstream, the agent's never does; spent budgets refuse before upstream.
+
+Concurrency and reservations: ``test_concurrent_budgets.py``.
+"""
 
 from typing import Any
 
@@ -72,8 +75,9 @@ def test_the_real_key_never_appears_in_the_trajectory(
 def test_a_spent_token_budget_refuses_in_the_providers_error_shape_without_upstream(
     api: str, stream: bool, scripted_upstream: ScriptedUpstream, start_gateway: Any
 ) -> None:
-    scripted_upstream.play(say("spend it all", input_tokens=60, output_tokens=40))
-    gateway = start_gateway(budget=Budget(max_tokens=100))
+    # more input than the request's bytes: what a provider adds on its side, charged as reported
+    scripted_upstream.play(say("spend it all", input_tokens=1800, output_tokens=200))
+    gateway = start_gateway(budget=Budget(max_tokens=2000))
     assert send(gateway.client, api, stream).status_code == 200
 
     refused = send(gateway.client, api, stream)
@@ -94,26 +98,26 @@ def test_a_spent_token_budget_refuses_in_the_providers_error_shape_without_upstr
         assert body["error"]["code"] == "insufficient_quota"
         message = body["error"]["message"]
     assert message.startswith(BUDGET_MESSAGE)
-    assert "100 of 100 tokens" in message
+    assert "2000 of 2000 tokens" in message
     totals = gateway.totals()
-    assert (totals.tokens, totals.refused, totals.exchanges) == (100, 1, 2)
+    assert (totals.tokens, totals.refused, totals.exchanges) == (2000, 1, 2)
     assert [line.state for line in gateway.trajectory()] == ["done", "refused"]
 
 
 def test_a_spent_dollar_budget_refuses_the_next_request(
     scripted_upstream: ScriptedUpstream, start_gateway: Any
 ) -> None:
-    # claude-test: 3 USD / M input, 15 USD / M output -> 0.003 + 0.0015 = 0.0045 USD
-    scripted_upstream.play(say("pricey", input_tokens=1000, output_tokens=100), pick="sequence")
-    gateway = start_gateway(budget=Budget(max_dollars=0.004))
+    # claude-test: 3 USD / M input, 15 USD / M output -> 0.006 + 0.0015 = 0.0075 USD
+    scripted_upstream.play(say("pricey", input_tokens=2000, output_tokens=100), pick="sequence")
+    gateway = start_gateway(budget=Budget(max_dollars=0.01))
 
     first = send(gateway.client, "anthropic", stream=False)
     second = send(gateway.client, "anthropic", stream=False)
 
     assert first.status_code == 200
     assert second.status_code == 400
-    assert "$0.0045 of $0.0040" in second.json()["error"]["message"]
-    assert gateway.totals().dollars == pytest.approx(0.0045)
+    assert "$0.0075 of $0.0100" in second.json()["error"]["message"]
+    assert gateway.totals().dollars == pytest.approx(0.0075)
 
 
 def test_a_zero_budget_refuses_the_first_request(
@@ -146,12 +150,12 @@ def test_a_model_is_priced_by_its_longest_listed_prefix(
 def test_budgets_are_per_episode(
     scripted_upstream: ScriptedUpstream, start_gateway: Any
 ) -> None:
-    scripted_upstream.play(say("hi", input_tokens=50, output_tokens=50))
-    spent = start_gateway("ep-a", budget=Budget(max_tokens=100))
-    fresh = start_gateway("ep-b", budget=Budget(max_tokens=100))
+    scripted_upstream.play(say("hi", input_tokens=1500, output_tokens=1500))
+    spent = start_gateway("ep-a", budget=Budget(max_tokens=3000))
+    fresh = start_gateway("ep-b", budget=Budget(max_tokens=3000))
 
     assert send(spent.client, "chat", stream=False).status_code == 200
     assert send(spent.client, "chat", stream=False).status_code == 400
     assert send(fresh.client, "chat", stream=False).status_code == 200
     assert spent.episode.usage_db == fresh.episode.usage_db
-    assert (spent.totals().tokens, fresh.totals().tokens) == (100, 100)
+    assert (spent.totals().tokens, fresh.totals().tokens) == (3000, 3000)

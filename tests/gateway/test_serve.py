@@ -1,5 +1,6 @@
 """``vtbench gateway serve`` as a real process: serving, budgets, crash recovery, errors."""
 
+import json
 import os
 import signal
 import subprocess
@@ -80,7 +81,7 @@ def test_a_gateway_killed_mid_stream_keeps_its_ledger_and_marks_the_cut_exchange
     db = tmp_path / "usage.sqlite"
     socket_path = socket_dir / "ep.sock"
     args = ["--config", str(config), "--episode", "ep-crash", "--usage-db", str(db),
-            "--trajectory", str(tmp_path / "log.jsonl"), "--max-tokens", "1000"]
+            "--trajectory", str(tmp_path / "log.jsonl"), "--max-tokens", "10000"]
     scripted_upstream.play(say("done", input_tokens=100, output_tokens=20),
                            replace(say("cut", input_tokens=1, output_tokens=1), pause=True),
                            pick="sequence")
@@ -105,6 +106,10 @@ def test_a_gateway_killed_mid_stream_keeps_its_ledger_and_marks_the_cut_exchange
         assert [state for _, state, _ in store.states("ep-crash")] == ["done", "interrupted"]
         totals = store.totals("ep-crash")
         assert (totals.tokens, totals.interrupted) == (120, 1)
+        # the cut exchange's usage is unknown: it stays charged its reservation (its bytes,
+        # the input allowance and its max_tokens)
+        sent = len(json.dumps(body, separators=(",", ":")).encode())
+        assert totals.unsettled_tokens == sent + 1000 + body["max_tokens"]
         store.close()
     finally:
         restarted.send_signal(signal.SIGTERM)

@@ -5,8 +5,9 @@ the Gemini API (generateContent, streamGenerateContent, countTokens) toward the 
 (streaming and not), forwards each request to the operator's upstream with the real API
 key (the key never enters the sandbox; any key the agent sends, in a header or in the
 query, is dropped), meters input, cache and output tokens and dollars per episode in a
-SQLite (WAL) ledger, refuses requests once the episode's token or dollar budget is spent
-(before contacting the upstream, in the provider's own error shape), and logs every
+SQLite (WAL) ledger, refuses a request whose worst case does not fit in the episode's
+token or dollar budget beside the requests in flight (before contacting the upstream, in
+the provider's own error shape; :mod:`vtbench.gateway.budget`), and logs every
 exchange as the research agent's trajectory (JSONL).
 
 Episode identity is the unix socket: each episode gets its own gateway app on its own
@@ -23,6 +24,7 @@ request can name another episode or change a budget). Details: :mod:`vtbench.gat
 """
 
 from vtbench.gateway.app import create_app
+from vtbench.gateway.budget import BUDGET_MESSAGE
 from vtbench.gateway.config import (
     Budget,
     EpisodeGateway,
@@ -31,7 +33,7 @@ from vtbench.gateway.config import (
     Upstream,
     load_config,
 )
-from vtbench.gateway.proxy import BUDGET_MESSAGE, Gateway
+from vtbench.gateway.proxy import Gateway
 from vtbench.gateway.server import GatewayServer, serve
 from vtbench.gateway.store import Totals, UsageStore
 from vtbench.gateway.trajectory import ExchangeRecord, read_trajectory

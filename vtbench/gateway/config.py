@@ -118,6 +118,12 @@ class GatewayConfig(Strict):
     """Price of a model the table does not name (deliberately expensive)."""
     max_request_bytes: int = Field(32 * 1024 * 1024, gt=0)
     """Largest request body accepted from the agent."""
+    default_output_limit: int = Field(32_000, gt=0)
+    """Under a budget, the output limit written into a request that names none (or what the
+    budget leaves, if less); see :mod:`vtbench.gateway.budget`."""
+    input_allowance_tokens: int = Field(1000, ge=0)
+    """Input tokens a provider may add to a request's own bytes (a tool-use system prompt);
+    part of every reservation under a budget."""
 
     def upstream(self, provider: Provider) -> Upstream | None:
         return {"anthropic": self.anthropic, "openai": self.openai,

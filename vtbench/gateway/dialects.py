@@ -74,6 +74,10 @@ class Dialect:
     """The model is the route's ``{model}`` (Gemini), not the body's ``model``."""
     array_body: bool = False
     """A whole answer may be a JSON array of chunks (Gemini streams without ``alt=sse``)."""
+    limit_paths: tuple[tuple[str, ...], ...] = ()
+    """Where a request names its output limit; the first is where the gateway writes one."""
+    metered: bool = True
+    """False for routes that cost nothing (token counting): they reserve no budget."""
 
     def prepare(self, raw: bytes, payload: dict[str, Any]) -> Prepared:
         stream = payload.get("stream") is True if self.streams is None else self.streams
@@ -84,6 +88,30 @@ class Dialect:
         agent_asked = options.get("include_usage") is True
         body = {**payload, "stream_options": {**options, "include_usage": True}}
         return Prepared(json.dumps(body).encode(), stream, hide_usage_chunk=not agent_asked)
+
+    def named_limit(self, payload: dict[str, Any]) -> int | None:
+        """The output limit the request names (the largest, where it names several); a
+        ValueError names a limit that is not a count."""
+        named = []
+        for path in self.limit_paths:
+            value: Any = payload
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{'.'.join(path)} must be a count of tokens")
+            named.append(value)
+        return max(named) if named else None
+
+    def with_limit(self, payload: dict[str, Any], limit: int) -> dict[str, Any]:
+        """The request with an output limit written where this API reads it."""
+        *parents, leaf = self.limit_paths[0]
+        if not parents:
+            return {**payload, leaf: limit}
+        [parent] = parents
+        inner = payload.get(parent)
+        return {**payload, parent: {**(inner if isinstance(inner, dict) else {}), leaf: limit}}
 
     def error(self, kind: ErrorKind, message: str) -> tuple[int, dict[str, Any]]:
         status, anthropic_type, openai_type, code, google_status = _ERRORS[kind]
@@ -102,26 +130,30 @@ def _usage_field(read: Callable[[Any], Usage]) -> Callable[[dict[str, Any]], Usa
 
 ANTHROPIC_MESSAGES = Dialect(
     "anthropic-messages", "anthropic", "/v1/messages",
-    _usage_field(anthropic_usage), AnthropicStream)
+    _usage_field(anthropic_usage), AnthropicStream, limit_paths=(("max_tokens",),))
 ANTHROPIC_COUNT_TOKENS = Dialect(
     "anthropic-count-tokens", "anthropic", "/v1/messages/count_tokens",
-    lambda body: Usage(), NoUsageStream)
+    lambda body: Usage(), NoUsageStream, metered=False)
 OPENAI_CHAT = Dialect(
     "openai-chat", "openai", "/v1/chat/completions",
-    _usage_field(openai_usage), ChatStream, asks_stream_usage=True)
+    _usage_field(openai_usage), ChatStream, asks_stream_usage=True,
+    limit_paths=(("max_completion_tokens",), ("max_tokens",)))
 OPENAI_RESPONSES = Dialect(
     "openai-responses", "openai", "/v1/responses",
-    _usage_field(openai_usage), ResponsesStream)
+    _usage_field(openai_usage), ResponsesStream, limit_paths=(("max_output_tokens",),))
 
+_GEMINI_LIMIT = (("generationConfig", "maxOutputTokens"),)
 GEMINI_GENERATE = Dialect(
     "gemini-generate", "gemini", "/v1beta/models/{model}:generateContent",
-    gemini_answer_usage, GeminiStream, streams=False, model_in_path=True)
+    gemini_answer_usage, GeminiStream, streams=False, model_in_path=True,
+    limit_paths=_GEMINI_LIMIT)
 GEMINI_STREAM = Dialect(
     "gemini-stream", "gemini", "/v1beta/models/{model}:streamGenerateContent",
-    gemini_answer_usage, GeminiStream, streams=True, model_in_path=True, array_body=True)
+    gemini_answer_usage, GeminiStream, streams=True, model_in_path=True, array_body=True,
+    limit_paths=_GEMINI_LIMIT)
 GEMINI_COUNT_TOKENS = Dialect(
     "gemini-count-tokens", "gemini", "/v1beta/models/{model}:countTokens",
-    lambda body: Usage(), NoUsageStream, streams=False, model_in_path=True)
+    lambda body: Usage(), NoUsageStream, streams=False, model_in_path=True, metered=False)
 
 DIALECTS = (ANTHROPIC_MESSAGES, ANTHROPIC_COUNT_TOKENS, OPENAI_CHAT, OPENAI_RESPONSES,
             GEMINI_GENERATE, GEMINI_STREAM, GEMINI_COUNT_TOKENS)

@@ -9,10 +9,12 @@ a plain model name; its credential headers and credential query parameters (Goog
 ``key=``) are dropped; it cannot name another episode or change a budget. A stream the
 agent abandons is still read to its end from the upstream so its usage is metered exactly.
 
-Budgets are checked when a request arrives, against running totals of finished
-exchanges; usage is known only when an answer ends, so exchanges already in flight when
-the budget runs out finish and are metered in full: the overshoot is at most what the
-agent's concurrent requests use, and the ledger records it truthfully.
+Under a token or dollar budget each request reserves its worst case before it leaves
+(its body's bytes as input, its output limit, which the gateway writes into a request
+that names none) and is refused unless that fits beside what is spent and held by
+requests in flight; its reported usage replaces the reservation when it ends (rules and
+their one exception: :mod:`vtbench.gateway.budget`). Without a budget the body travels
+unchanged.
 """
 
 import json
@@ -24,6 +26,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import httpx
 
+from vtbench.gateway.budget import BudgetKeeper, Demand, Reservation
 from vtbench.gateway.config import PROVIDERS, EpisodeGateway, GatewayConfig, Provider, Upstream
 from vtbench.gateway.dialects import Dialect, ErrorKind, Prepared, is_usage_only_chunk
 from vtbench.gateway.store import State, UsageStore
@@ -33,8 +36,6 @@ from vtbench.gateway.usage import Usage
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
-
-BUDGET_MESSAGE = "VibeTraining-Bench LLM budget exhausted"
 _HOP_BY_HOP = {
     "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
     "upgrade", "host", "content-length", "accept-encoding", "content-encoding",
@@ -100,6 +101,7 @@ class _Exchange:
     response: Any = None
     events: int = 0
     error: str | None = None
+    reservation: Reservation = field(default_factory=Reservation)
     upstream_headers_ms: float | None = None
     first_event_ms: float | None = None
     finished: bool = False
@@ -123,16 +125,17 @@ class Gateway:
         self.store: UsageStore | None = None
         self.log: TrajectoryLog | None = None
         # Running totals of this episode: loaded from the ledger at start, then kept in step
-        # with every row this gateway finishes (it is the only writer of its episode's rows),
-        # so a budget check costs no query however long the episode runs.
-        self._spent_tokens = 0
-        self._spent_dollars = 0.0
+        # with every row this gateway opens and finishes (it is the only writer of its
+        # episode's rows), so a budget check costs no query however long the episode runs.
+        self.budget = BudgetKeeper(episode.budget, episode.episode_id,
+                                   config.input_allowance_tokens, config.default_output_limit)
 
     async def start(self) -> None:
         self.store = UsageStore(self.episode.usage_db)
         self.store.recover(self.episode.episode_id)
         spent = self.store.totals(self.episode.episode_id)
-        self._spent_tokens, self._spent_dollars = spent.tokens, spent.dollars
+        self.budget.spent_tokens = spent.tokens + spent.unsettled_tokens
+        self.budget.spent_dollars = spent.dollars + spent.unsettled_dollars
         self.log = TrajectoryLog(self.episode.trajectory_path())
         for provider in self._keys:
             upstream = self.config.upstream(provider)
@@ -147,18 +150,6 @@ class Gateway:
             self.log.close()
         if self.store is not None:
             self.store.close()
-
-    def budget_refusal(self) -> str | None:
-        """Why the next request must be refused, or None while budget remains."""
-        budget = self.episode.budget
-        tokens, dollars = self._spent_tokens, self._spent_dollars
-        if budget.max_tokens is not None and tokens >= budget.max_tokens:
-            return (f"{BUDGET_MESSAGE}: {tokens} of {budget.max_tokens} tokens used"
-                    f" in episode {self.episode.episode_id}")
-        if budget.max_dollars is not None and dollars >= budget.max_dollars:
-            return (f"{BUDGET_MESSAGE}: ${dollars:.4f} of ${budget.max_dollars:.4f}"
-                    f" used in episode {self.episode.episode_id}")
-        return None
 
     async def handle(self, dialect: Dialect, scope: Scope, receive: Any, send: Any) -> None:
         ex = _Exchange(dialect, scope["path"], scope.get("query_string", b"").decode("latin-1"))
@@ -188,14 +179,32 @@ class Gateway:
         if client is None:
             message = f"the gateway has no {ex.dialect.provider} upstream configured"
             return await self._refuse(ex, send, "not_configured", message)
-        refusal = self.budget_refusal()
-        if refusal is not None:
-            return await self._refuse(ex, send, "budget", refusal)
+        try:
+            reservation = self._reserve(ex, raw, payload)
+        except ValueError as err:
+            return await self._refuse(ex, send, "bad_request", str(err))
+        if isinstance(reservation, str):
+            return await self._refuse(ex, send, "budget", reservation)
+        if reservation.written_limit is not None:
+            payload = ex.dialect.with_limit(payload, reservation.written_limit)
+            raw = json.dumps(payload).encode()
         prepared = ex.dialect.prepare(raw, payload)
         ex.stream = prepared.stream
         assert self.store is not None
-        ex.id = self.store.open(self.episode.episode_id, ex.dialect.name, ex.model)
+        ex.id = self.store.open(self.episode.episode_id, ex.dialect.name, ex.model,
+                                reservation.tokens, reservation.dollars)
+        ex.reservation = reservation
+        self.budget.hold(reservation)
         await self._forward(ex, client, prepared, scope, send)
+
+    def _reserve(self, ex: _Exchange, raw: bytes, payload: Message) -> Reservation | str:
+        """The request's reservation or why the budget refuses it; no await may come between
+        this and :meth:`BudgetKeeper.hold`, or two requests could claim the same room."""
+        if not self.budget.limited:
+            return Reservation()
+        named = ex.dialect.named_limit(payload)
+        return self.budget.reserve(Demand(len(raw), named, self.config.price(ex.model),
+                                          ex.dialect.metered))
 
     async def _forward(
         self, ex: _Exchange, client: httpx.AsyncClient, prepared: Prepared, scope: Scope,
@@ -299,8 +308,7 @@ class Gateway:
         dollars = ex.usage.dollars(self.config.price(ex.model))
         if ex.state != "refused":
             self.store.finish(ex.id, ex.state, ex.http_status, ex.usage, dollars)
-            self._spent_tokens += ex.usage.total
-            self._spent_dollars += dollars
+            self.budget.settle(ex.reservation, ex.usage.total, dollars)
         self.log.write(ExchangeRecord(
             episode=self.episode.episode_id, exchange=ex.id, api=ex.dialect.name, path=ex.path,
             query=ex.query, model=ex.model, stream=ex.stream, state=ex.state,

@@ -6,7 +6,9 @@ transaction, so concurrent exchanges never lose an update (totals are sums, neve
 read-modify-write) and a crash of the gateway loses at most the usage of exchanges that were
 in flight: on restart those rows are marked ``interrupted`` and stay visible. ``synchronous
 = NORMAL`` in WAL mode survives a crash of any process; only an OS crash can drop the last
-commits. Many episodes may share one file; each gateway touches only its own episode's rows.
+commits. Each row also holds its exchange's budget reservation (:mod:`vtbench.gateway.budget`),
+so an interrupted exchange stays charged for it. Many episodes may share one file; each gateway
+touches only its own episode's rows.
 """
 
 import sqlite3
@@ -34,10 +36,15 @@ CREATE TABLE IF NOT EXISTS exchanges (
     cache_write_tokens INTEGER NOT NULL DEFAULT 0,
     dollars REAL NOT NULL DEFAULT 0,
     started_at REAL NOT NULL,
-    finished_at REAL
+    finished_at REAL,
+    reserved_tokens INTEGER NOT NULL DEFAULT 0,
+    reserved_dollars REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS exchanges_episode ON exchanges (episode);
 """
+_ADDED_COLUMNS = {"reserved_tokens": "INTEGER NOT NULL DEFAULT 0",
+                  "reserved_dollars": "REAL NOT NULL DEFAULT 0"}
+"""Columns a ledger written before budgets were reserved lacks; added when it is opened."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,10 @@ class Totals:
     exchanges: int = 0
     refused: int = 0
     interrupted: int = 0
+    unsettled_tokens: int = 0
+    """Reservations of interrupted exchanges, whose usage never arrived: the budget counts
+    them in full."""
+    unsettled_dollars: float = 0.0
 
     @property
     def tokens(self) -> int:
@@ -73,6 +84,10 @@ class UsageStore:
         self._db.execute("PRAGMA busy_timeout=10000")
         with self._lock:
             self._db.executescript(_SCHEMA)
+            have = {row[1] for row in self._db.execute("PRAGMA table_info(exchanges)")}
+            for name, kind in _ADDED_COLUMNS.items():
+                if name not in have:
+                    self._db.execute(f"ALTER TABLE exchanges ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         with self._lock:
@@ -86,11 +101,14 @@ class UsageStore:
                 (episode,))
         return cursor.rowcount
 
-    def open(self, episode: str, api: str, model: str | None) -> int:
+    def open(self, episode: str, api: str, model: str | None, reserved_tokens: int = 0,
+             reserved_dollars: float = 0.0) -> int:
+        """A row for an exchange about to leave, holding its budget reservation."""
         with self._lock:
             cursor = self._db.execute(
-                "INSERT INTO exchanges (episode, api, model, state, started_at)"
-                " VALUES (?, ?, ?, 'open', ?)", (episode, api, model, time.time()))
+                "INSERT INTO exchanges (episode, api, model, state, started_at,"
+                " reserved_tokens, reserved_dollars) VALUES (?, ?, ?, 'open', ?, ?, ?)",
+                (episode, api, model, time.time(), reserved_tokens, reserved_dollars))
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
@@ -122,7 +140,9 @@ class UsageStore:
                 "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
                 " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
                 " COALESCE(SUM(dollars), 0.0), COUNT(*),"
-                " COALESCE(SUM(state = 'refused'), 0), COALESCE(SUM(state = 'interrupted'), 0)"
+                " COALESCE(SUM(state = 'refused'), 0), COALESCE(SUM(state = 'interrupted'), 0),"
+                " COALESCE(SUM(CASE WHEN state = 'interrupted' THEN reserved_tokens END), 0),"
+                " COALESCE(SUM(CASE WHEN state = 'interrupted' THEN reserved_dollars END), 0.0)"
                 " FROM exchanges WHERE episode = ?", (episode,)).fetchone()
         return Totals(*row)
 
