@@ -2,6 +2,9 @@
 
 import errno
 import os
+import shutil
+import socket
+import stat
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,31 @@ def test_settle_leaves_a_plain_folder_and_deletes_the_image(disk: WorkspaceDisk)
     assert (disk.workspace / "data" / "train.jsonl").read_text() == "{}\n"
     assert (disk.workspace / "link").is_symlink()
     assert not (disk.workspace.with_name("workspace.copy")).exists()
+
+
+def test_settle_clears_setuid_bits_and_drops_fifos_sockets_and_devices(
+        disk: WorkspaceDisk) -> None:
+    shell = disk.workspace / "x"
+    shutil.copy("/bin/sh", shell)
+    shell.chmod(0o6755)
+    (disk.workspace / "shared").mkdir(mode=0o2775)
+    (disk.workspace / "shared").chmod(0o2775)
+    os.mkfifo(disk.workspace / "shared" / "pipe")
+    os.mknod(disk.workspace / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(disk.workspace / "sock"))
+    disk.settle()
+    assert stat.S_IMODE(shell.stat().st_mode) == 0o755
+    assert stat.S_IMODE((disk.workspace / "shared").stat().st_mode) == 0o775
+    assert sorted(p.name for p in disk.workspace.rglob("*")) == ["shared", "x"]
+
+
+def test_settle_defuses_a_workspace_that_had_no_disk_limit(tmp_path: Path) -> None:
+    plain = WorkspaceDisk(tmp_path / "workspace")
+    plain.workspace.mkdir()
+    shutil.copy("/bin/sh", plain.workspace / "x")
+    (plain.workspace / "x").chmod(0o4755)
+    os.mkfifo(plain.workspace / "pipe")
+    plain.settle()
+    assert stat.S_IMODE((plain.workspace / "x").stat().st_mode) == 0o755
+    assert [p.name for p in plain.workspace.iterdir()] == ["x"]

@@ -5,7 +5,10 @@ loop-mounted at ``workspace/`` (``nodev``, ``nosuid``) while the episode runs, s
 writes beyond the limit fail with ENOSPC inside the sandbox and never fill the host's
 disk. The image costs only what is written. When the episode is finished its contents are
 copied out to a plain ``workspace/`` folder and the image is deleted; a runner that stops
-early unmounts it, and ``--resume`` mounts it again.
+early unmounts it, and ``--resume`` mounts it again. Inside the image setuid bits and
+device files are inert (``nosuid``, ``nodev``), on the host they would not be: before the
+copy, setuid/setgid bits are cleared and every file that is neither a regular file, a
+folder nor a symlink (FIFOs, sockets, device files) is removed.
 
 Mounting needs root (the runner is root whenever it drops the sandbox to its own uid);
 elsewhere :func:`unavailable` says why and only the per-file size limit holds.
@@ -13,6 +16,7 @@ elsewhere :func:`unavailable` says why and only the per-file size limit holds.
 
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -72,10 +76,14 @@ class WorkspaceDisk:
             _run("umount", str(self.workspace))
 
     def settle(self) -> None:
-        """Copy the contents out to a plain folder, unmount, delete the image."""
+        """Copy the contents out to a plain folder, unmount, delete the image (a workspace
+        without a disk limit is a plain folder already, and is only defused)."""
         if not self.image.exists():
+            if self.workspace.is_dir():
+                defuse(self.workspace)
             return
         self.attach()
+        defuse(self.workspace)
         copy = self.workspace.with_name(self.workspace.name + ".copy")
         shutil.rmtree(copy, ignore_errors=True)
         copy.mkdir()
@@ -84,3 +92,18 @@ class WorkspaceDisk:
         self.workspace.rmdir()
         copy.rename(self.workspace)
         self.image.unlink()
+
+
+def defuse(tree: Path) -> None:
+    """Make ``tree`` (the agent is stopped) safe to hold on the host: no setuid or setgid
+    bit, no FIFO, socket or device file."""
+    for folder, subfolders, files in os.walk(tree):
+        for name in [*subfolders, *files]:
+            path = os.path.join(folder, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                os.unlink(path)
+            elif mode & (stat.S_ISUID | stat.S_ISGID):
+                os.chmod(path, stat.S_IMODE(mode) & ~(stat.S_ISUID | stat.S_ISGID))
