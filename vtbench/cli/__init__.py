@@ -1,12 +1,14 @@
 """The ``vtbench`` command line: one typer app, sub-apps per concept.
 
 Expected errors (:class:`VtbenchError`) print one line with the fix and exit with the
-error's code; importing this module imports no heavy library.
+error's code. Usage errors (unknown command or option, missing argument, bad value) are
+typer's own: its usage line and the error, exit code 2, never a traceback; an interrupt
+exits 130. Typer handles those in its standalone mode, so this module needs no click
+exception class (typer bundles its own click, whose classes are not those of an installed
+``click``). Importing this module imports no heavy library.
 """
 
 import sys
-
-import click
 
 from vtbench.cli.app import app
 from vtbench.errors import VtbenchError
@@ -16,15 +18,7 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        app()
     except VtbenchError as err:
         print(f"error: {err.one_line()}", file=sys.stderr)
         sys.exit(err.exit_code)
-    except SystemExit:
-        raise
-    except click.ClickException as err:
-        err.show()
-        sys.exit(err.exit_code)
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)

@@ -1,5 +1,8 @@
 """The root typer app and its sub-apps."""
 
+from importlib.metadata import version
+from typing import Annotated
+
 import typer
 
 from vtbench.cli import client, gateway, grader, prepare, report, run, tasks
@@ -9,6 +12,23 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"vtbench {version('vtbench')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    show_version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the installed version and exit.")] = False,
+) -> None:
+    """VibeTraining-Bench: evaluate research agents that co-design data, trainer and harness."""
+
+
 app.add_typer(tasks.app, name="tasks")
 app.command("prepare")(prepare.prepare)
 app.command("eval")(prepare.eval_command)
