@@ -1,17 +1,22 @@
 """Read snapshots out of a workspace's git repository through one ``git cat-file`` process.
 
-The workspace repository was written by the research agent's sandbox, so nothing in it is
-trusted: the analysis only reads objects (commits, trees, blobs). A loose object is read
-straight from ``objects/xx/…`` (no symlinks followed, zlib-inflated, and kept only when
-its hash matches its name, so a planted file cannot pose as an object); any other object
-(packed, or behind an alternate) comes from the plumbing command
+For an episode the runner made, the history is the runner's ``snapshots.git`` beside the
+workspace, which the sandbox never sees; it is then the only repository read, so a
+``.git`` the agent planted inside the workspace is never looked at. Any other repository
+(a workspace that carries its own ``.git``) is trusted no further: the analysis only
+reads objects (commits, trees, blobs), refuses a repository that borrows objects from
+elsewhere (``objects/info/alternates``), and keeps an object only when its bytes hash to
+its name. A loose object is read straight from ``objects/xx/…`` (no symlinks followed,
+zlib-inflated); any other (packed) object comes from the plumbing command
 ``git cat-file --batch``, started on first need, which runs no hooks, no filters, no pager
-and touches no work tree. Replace refs are ignored and the repository may be owned by
-another uid (the sandbox user). Trees are parsed here, so a report over a thousand small
-workspaces spawns few processes or none.
+and touches no work tree, and is hashed here again. Replace refs are ignored and the
+repository may be owned by another uid (the sandbox user). Trees are parsed here, so a
+report over a thousand small workspaces spawns few processes or none.
 
-Guarantees: :class:`SnapshotStore` returns bytes exactly as committed; an unknown or
-malformed object raises :class:`~vtbench.errors.AnalysisError` with the object named.
+Guarantees: :class:`SnapshotStore` returns bytes exactly as committed; an unknown,
+malformed or forged object raises :class:`~vtbench.errors.AnalysisError` with the object
+named, and so does any tree entry that is not a file, a symlink or a folder (a gitlink,
+whose contents live in another repository).
 """
 
 import hashlib
@@ -26,6 +31,7 @@ from vtbench.errors import AnalysisError
 
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 SNAPSHOTS_DIR = "snapshots.git"
+ALTERNATES = ("objects/info/alternates", "objects/info/http-alternates")
 BATCH = 48
 """Most object names sent to git at once: 48 names fit even a one-page pipe buffer, so
 git never blocks on its output while we are still writing its input."""
@@ -41,6 +47,10 @@ class SnapshotStore:
         if git_dir is None:
             raise AnalysisError(f"{repo}: not a git repository",
                                 hint="point the record's `workspace` at the workspace folder")
+        borrowed = [name for name in ALTERNATES if os.path.lexists(git_dir / name)]
+        if borrowed:
+            raise AnalysisError(f"{git_dir}: borrows objects from elsewhere ({borrowed[0]})",
+                                hint="remove it: a snapshot history holds its own objects")
         self.repo = repo
         self._git_dir = git_dir
         self._objects = str(git_dir / "objects")
@@ -98,10 +108,9 @@ class SnapshotStore:
             raw = zlib.decompress(compressed)
         except zlib.error:
             return None
-        digest = (hashlib.sha1 if len(oid) == 40 else hashlib.sha256)(raw).hexdigest()
         header, nul, body = raw.partition(b"\0")
         kind, _, size = header.decode(errors="replace").partition(" ")
-        if digest != oid or not nul or not size.isdigit() or int(size) != len(body):
+        if not _hashes_to(oid, kind, body) or not nul or size != str(len(body)):
             return None
         return kind, body
 
@@ -120,13 +129,22 @@ class SnapshotStore:
         for rev in revs:
             header = stdout.readline().decode(errors="replace").split()
             if len(header) != 3:
-                self.close()  # the rest of this batch's answers are unread: start afresh
-                self._proc = None
+                self._restart()
                 raise AnalysisError(f"{self.repo}: object {rev} is missing",
                                     hint="the workspace history was changed after the episode")
-            found[rev] = (header[1], stdout.read(int(header[2])))
+            oid, kind, body = header[0], header[1], stdout.read(int(header[2]))
             stdout.read(1)  # the newline after each object
+            if (OBJECT_ID.fullmatch(rev) and oid != rev) or not _hashes_to(oid, kind, body):
+                self._restart()
+                raise AnalysisError(f"{self.repo}: object {rev} does not match its hash",
+                                    hint="the workspace history was forged or corrupted")
+            found[rev] = (kind, body)
         return found
+
+    def _restart(self) -> None:
+        """Drop the process: the rest of this batch's answers are unread."""
+        self.close()
+        self._proc = None
 
     def commit(self, rev: str) -> tuple[str, list[str], str]:
         """(tree id, parent ids, message) of a commit."""
@@ -164,8 +182,12 @@ class SnapshotStore:
                 for mode, name, child in self._trees[oid]:
                     if mode == "40000":
                         deeper.append((commit, prefix + name + "/", child))
-                    elif mode in ("100644", "100755"):
+                    elif mode in ("100644", "100755", "120000"):
                         found[commit][prefix + name] = child
+                    else:
+                        raise AnalysisError(f"{self.repo}: {prefix + name} at {commit} is not"
+                                            f" a file (mode {mode}): its contents are not in"
+                                            " the snapshot")
             level = deeper
         return found
 
@@ -203,10 +225,10 @@ def _parse_commit(repo: Path, rev: str, kind: str, body: bytes) -> tuple[str, li
 
 
 def find_git_dir(path: Path) -> Path | None:
-    """The snapshot repository of a workspace: ``<path>/.git``, ``<path>`` itself when it
-    is a git directory, or ``snapshots.git`` beside the workspace (where the runner keeps
-    snapshots out of the agent's reach)."""
-    for candidate in (path / ".git", path, path.parent / SNAPSHOTS_DIR):
+    """The snapshot repository of a workspace: ``snapshots.git`` beside it (where the runner
+    keeps snapshots out of the agent's reach) whenever that exists, else ``<path>`` itself
+    when it is a git directory, else ``<path>/.git``."""
+    for candidate in (path.parent / SNAPSHOTS_DIR, path, path / ".git"):
         if (candidate / "objects").is_dir() and (candidate / "HEAD").is_file():
             return candidate
     return None
@@ -220,6 +242,12 @@ def _start_cat_file(git_dir: Path) -> "subprocess.Popen[bytes]":
     return subprocess.Popen(
         ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "cat-file", "--batch"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+
+
+def _hashes_to(oid: str, kind: str, body: bytes) -> bool:
+    """Whether ``kind`` + ``body`` is the object git names ``oid``."""
+    digest = hashlib.sha1 if len(oid) == 40 else hashlib.sha256
+    return digest(f"{kind} {len(body)}".encode() + b"\0" + body).hexdigest() == oid
 
 
 def _parse_tree(body: bytes, hash_len: int) -> list[tuple[str, str, str]]:

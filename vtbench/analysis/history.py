@@ -2,8 +2,9 @@
 
 Step *i* compares its snapshot with the snapshot of the step before it (step 1 with
 snapshot 0, the workspace's first commit). :func:`episode_history` reads the snapshot
-repository of the workspace named by the record (``.git`` inside it, or ``snapshots.git``
-beside it); :func:`write_history` stores the result next to the
+repository of the workspace named by the record: the runner's ``snapshots.git`` beside it
+whenever there is one (never a ``.git`` the agent left inside), else the workspace's own
+``.git``; :func:`write_history` stores the result next to the
 record as ``changes.json`` so that reports over many episodes need not read git again.
 A stored history is used only when its classifier version and its snapshots match the
 record, so it can never describe another history than the record's.
