@@ -28,7 +28,7 @@ from vtbench.agents.llm import runtime_mounts
 from vtbench.client import DEADLINE_ENV, GraderClient
 from vtbench.episode.disk import WorkspaceDisk, unavailable
 from vtbench.episode.gateway_process import config_path, episode_gateway, llm_usage
-from vtbench.episode.grader_process import running_grader
+from vtbench.episode.grader_process import grader_log, running_grader
 from vtbench.episode.inert import make_inert
 from vtbench.episode.leak_audit import audit
 from vtbench.episode.record import EpisodeRecord, Lineage, Submission, Validation
@@ -244,7 +244,8 @@ def leave_on_host(episode: Episode, events: Events) -> None:
 def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
                 events: Events) -> EpisodeRecord:
     """From the grader's episode to the finished record."""
-    with running_grader(options.sandbox, log=episode.folder / "grader.log") as grader:
+    with running_grader(options.sandbox) as grader:
+        events(f"grader log: {grader_log()}")
         client = GraderClient(grader, operator_token())
         if not episode.state_path.exists():
             task_path = str(find_task(options.task).root)
