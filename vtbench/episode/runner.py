@@ -29,7 +29,6 @@ from vtbench.client import DEADLINE_ENV, GraderClient
 from vtbench.episode.disk import WorkspaceDisk, unavailable
 from vtbench.episode.gateway_process import config_path, episode_gateway, llm_usage
 from vtbench.episode.grader_process import grader_log, running_grader
-from vtbench.episode.inert import make_inert
 from vtbench.episode.leak_audit import audit
 from vtbench.episode.record import EpisodeRecord, Lineage, Submission, Validation
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
@@ -219,7 +218,7 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
         episode = Episode(resume.resolve())
         record = episode.load()
         if record.status == "finished":
-            leave_on_host(episode, events)
+            WorkspaceDisk(episode.workspace).settle()
             return record, episode.record_path
     else:
         episode, record = start_episode(options, events)
@@ -227,18 +226,10 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
     try:
         disk.attach()
         record = run_started(episode, record, options, events)
-        leave_on_host(episode, events)
+        disk.settle()
     finally:
         disk.detach()
     return record, episode.record_path
-
-
-def leave_on_host(episode: Episode, events: Events) -> None:
-    """The finished workspace as a plain, inert folder on the host."""
-    WorkspaceDisk(episode.workspace).settle()
-    summary = make_inert(episode.workspace).summary()
-    if summary:
-        events(f"workspace copied out: {summary}")
 
 
 def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
