@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import run_cli
 from tests.fakes.scripted_upstream import ScriptedUpstream, say
 from tests.gateway.agent_calls import request_for, send
-from vtbench.gateway import UsageStore
+from vtbench.gateway import Usage, UsageStore
 
 
 @pytest.fixture
@@ -176,3 +176,30 @@ def test_serve_help_names_socket_config_and_budgets() -> None:
     assert result.returncode == 0
     for option in ("--socket", "--config", "--max-tokens", "--max-dollars", "--port"):
         assert option in result.stdout
+
+
+def test_gateway_usage_on_a_fresh_home_creates_nothing(private_store: Path) -> None:
+    plain = run_cli("gateway", "usage")
+    as_json = run_cli("gateway", "usage", "--episode", "ep", "--json")
+
+    assert plain.returncode == 0 and "no usage recorded" in plain.stdout
+    assert as_json.returncode == 0 and json.loads(as_json.stdout)["episodes"] == []
+    assert sorted(private_store.rglob("*")) == []
+
+
+def test_gateway_usage_of_a_run_dir_reads_that_episodes_own_ledger(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "arith-claude-code-s0"
+    run_dir.mkdir(parents=True)
+    store = UsageStore(run_dir / "llm-usage.sqlite")  # where the runner's gateway meters
+    exchange = store.open("ep-run", "anthropic-messages", "claude-test")
+    store.finish(exchange, "done", 200, Usage(input_tokens=30, output_tokens=12), 0.5)
+    store.close()
+
+    listed = json.loads(run_cli("gateway", "usage", str(run_dir), "--json", check=True).stdout)
+    plain = run_cli("gateway", "usage", str(run_dir), check=True).stdout
+
+    assert [row["episode"] for row in listed["episodes"]] == ["ep-run"]
+    assert listed["episodes"][0]["tokens"] == 42
+    assert "episode ep-run: 1 exchanges, 42 tokens" in plain
+    both = run_cli("gateway", "usage", str(run_dir), "--usage-db", str(tmp_path / "x.sqlite"))
+    assert both.returncode == 2 and "not both" in both.stderr

@@ -4,7 +4,8 @@ import json
 from pathlib import Path
 
 from tests.conftest import run_cli
-from tests.grader.conftest import INITIAL_TEST
+from tests.grader.conftest import INITIAL_TEST, GraderProcess
+from vtbench import layout
 from vtbench.grader import EpisodeBudgets, Ledger
 
 
@@ -32,3 +33,30 @@ def test_result_of_an_unknown_episode_is_one_line() -> None:
     assert done.returncode != 0
     assert "no episode 'nope'" in done.stderr + done.stdout
     assert "Traceback" not in done.stderr
+
+
+def files_under(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*"))
+
+
+def test_status_on_a_fresh_home_creates_nothing_and_says_no_grader_runs(
+        private_store: Path) -> None:
+    plain = run_cli("grader", "status", check=True).stdout
+    as_json = json.loads(run_cli("grader", "status", "--json", check=True).stdout)
+
+    assert "grader: not running" in plain and "no ledger yet" in plain
+    assert as_json["grader_running"] is False and as_json["ledger"] is None
+    assert as_json["episodes"] == []
+    assert files_under(private_store) == []
+
+
+def test_status_says_when_the_grader_runs(private_store: Path) -> None:
+    process = GraderProcess(layout.grader_home())  # creates the home's operator token
+    process.start()
+    try:
+        status = json.loads(run_cli("grader", "status", "--json", check=True).stdout)
+        plain = run_cli("grader", "status", check=True).stdout
+    finally:
+        process.stop()
+    assert status["grader_running"] is True and status["ledger"] == str(layout.grader_db())
+    assert "grader: running on" in plain

@@ -1,11 +1,12 @@
 """``vtbench grader``: serve the grader and query it as the operator.
 
 ``status``, ``ledger`` and ``result`` read the grader's ledger in the private store
-directly (operator side, same host), so they work whether or not the service is running.
+directly (operator side, same host), so they work whether or not the service is running;
+``status`` also says whether it runs, and creates nothing on a home without a ledger.
 """
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -37,12 +38,22 @@ def serve_command(
 
 @app.command("status")
 def status_command(as_json: JsonFlag = False) -> None:
-    """Episodes, their remaining budgets, open validations and ledger consistency."""
-    from vtbench.grader.core import Grader
+    """Whether the grader runs; episodes, their remaining budgets, open validations and ledger
+    consistency. Creates nothing: a home where no grader ever ran has no ledger to read."""
+    from vtbench import layout
+    from vtbench.episode.grader_process import alive, grader_socket
 
-    status = Grader().operator_status()
+    running, ledger_path = alive(grader_socket()), layout.grader_db()
+    status = _ledger_status() if ledger_path.exists() else None
     if as_json:
-        print_json(status)
+        print_json({"grader_running": running, "ledger": str(ledger_path) if status else None,
+                    **(status or {"episodes": [], "open_validations": [], "consistency": []})})
+        return
+    where = f"on {grader_socket()}" if running else "(vtbench grader serve starts it)"
+    console.print(f"grader: {'running' if running else 'not running'} {where}", highlight=False)
+    if status is None:
+        console.print(f"no ledger yet at {ledger_path}: no episode has used this home",
+                      highlight=False)
         return
     print_table("episodes", ["episode", "task", "status", "validations left",
                              "compute s left", "submission"],
@@ -51,6 +62,17 @@ def status_command(as_json: JsonFlag = False) -> None:
     problems = status["consistency"]
     console.print(f"open validations: {len(status['open_validations'])}; ledger "
                   + ("consistent" if not problems else f"INCONSISTENT: {problems}"))
+
+
+def _ledger_status() -> dict[str, Any]:
+    from vtbench.grader import Ledger
+    from vtbench.grader.core import operator_status
+
+    ledger = Ledger()
+    try:
+        return operator_status(ledger)
+    finally:
+        ledger.close()
 
 
 @app.command("ledger")

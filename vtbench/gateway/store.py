@@ -146,6 +146,13 @@ class UsageStore:
                 " FROM exchanges WHERE episode = ?", (episode,)).fetchone()
         return Totals(*row)
 
+    def episodes(self) -> list[str]:
+        """Every episode with a row here, in the order of its first exchange."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT episode FROM exchanges GROUP BY episode ORDER BY MIN(id)").fetchall()
+        return [row[0] for row in rows]
+
     def states(self, episode: str) -> list[tuple[int, str, int | None]]:
         """(id, state, http status) of each exchange, oldest first."""
         with self._lock:

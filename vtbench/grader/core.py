@@ -86,6 +86,21 @@ def operator_token() -> str:
     return path.read_text().strip()
 
 
+def operator_status(ledger: Ledger) -> dict[str, Any]:
+    """Episodes, their remaining budgets, open validations and ledger consistency; needs only
+    the ledger, so the operator's ``grader status`` reads it without a grader."""
+    episodes = []
+    for episode in ledger.episodes():
+        left = ledger.remaining(episode.id)
+        submission = ledger.submission(episode.id)
+        episodes.append({"episode": episode.id, "task": episode.task,
+                         "status": episode.status, **left.model_dump(),
+                         "submission": submission.state if submission else None})
+    queued = [v.id for v in ledger.validations() if v.state in ("queued", "running")]
+    return {"episodes": episodes, "open_validations": queued,
+            "consistency": ledger.check_consistency()}
+
+
 class View(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -239,16 +254,7 @@ class Grader:
         return EpisodeGrant(episode=episode_id, token=token)
 
     def operator_status(self) -> dict[str, Any]:
-        episodes = []
-        for episode in self.ledger.episodes():
-            left = self.ledger.remaining(episode.id)
-            submission = self.ledger.submission(episode.id)
-            episodes.append({"episode": episode.id, "task": episode.task,
-                             "status": episode.status, **left.model_dump(),
-                             "submission": submission.state if submission else None})
-        queued = [v.id for v in self.ledger.validations() if v.state in ("queued", "running")]
-        return {"episodes": episodes, "open_validations": queued,
-                "consistency": self.ledger.check_consistency()}
+        return operator_status(self.ledger)
 
     def finish_episode(self, episode_id: str) -> TestResult:
         """Close the episode and score its submission on the test split (once)."""
