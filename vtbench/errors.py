@@ -99,6 +99,10 @@ class MergeFailed(MergeRefused):
     output failed the checkpoint checks."""
 
 
+class SnapshotRefused(VtbenchError):
+    """The workspace cannot be snapshotted as it is (the message names what to change)."""
+
+
 class AnalysisError(VtbenchError):
     """An episode record or its workspace history cannot be read for analysis."""
 

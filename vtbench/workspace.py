@@ -6,16 +6,24 @@ Layout (DESIGN.md)::
 
 Snapshots live in a git directory *beside* the workspace (``snapshots.git``), never inside
 it, so nothing the agent does in the sandbox can rewrite its own history. A snapshot
-commits ``TASK.md``, ``data/``, ``trainer/`` and ``harness/`` only; models are not
-versioned (candidates are hashed by the grader's intake instead). Trusted code takes the
-snapshots (at creation, at every validation and at the submission).
+commits the bytes of every file in ``TASK.md``, ``data/``, ``trainer/`` and ``harness/``
+(nested ``.git`` folders included, no git attributes applied: see :class:`TreeWriter`);
+models are not versioned (candidates are hashed by the
+grader's intake instead). Trusted code takes the snapshots (at creation, at every
+validation and at the submission).
 """
 
+import hashlib
 import os
 import shutil
+import stat
 import subprocess
+import tempfile
+import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from vtbench.errors import SnapshotRefused
 from vtbench.tasks.materialize import COMPONENTS, materialize
 from vtbench.tasks.registry import Task
 
@@ -32,11 +40,19 @@ def git(git_dir: Path, workspace: Path, *args: str) -> str:
 
 
 def snapshot(git_dir: Path, workspace: Path, message: str) -> str:
-    """Commit the current D/T/H (an empty commit if nothing changed); returns the commit."""
-    present = [p for p in SNAPSHOT_PATHS if (workspace / p).exists()]
-    git(git_dir, workspace, "add", "--all", "--force", "--", *present)
-    git(git_dir, workspace, "commit", "--quiet", "--allow-empty", "--no-verify", "-m", message)
-    return git(git_dir, workspace, "rev-parse", "HEAD")
+    """Commit the current D/T/H (an empty commit if nothing changed); returns the commit.
+
+    Moving the branch checks its old value, so of two snapshots racing, one fails rather
+    than dropping the other from the history."""
+    tree = TreeWriter(git_dir).root(workspace, SNAPSHOT_PATHS)
+    try:
+        head = git(git_dir, workspace, "rev-parse", "--verify", "--quiet", "HEAD")
+    except subprocess.CalledProcessError:
+        head = ""
+    parents = ["-p", head] if head else []
+    commit = git(git_dir, workspace, "commit-tree", tree, *parents, "-m", message)
+    git(git_dir, workspace, "update-ref", "HEAD", commit, head)
+    return commit
 
 
 def task_markdown(task: Task) -> str:
@@ -84,3 +100,136 @@ def create_workspace(task: Task, workspace: Path, git_dir: Path, base_model: Pat
     git_dir.mkdir(parents=True)
     git(git_dir, workspace, "init", "--quiet", "--initial-branch=main")
     return snapshot(git_dir, workspace, "snapshot 0: initial workspace")
+
+
+MAX_DEPTH = 128
+"""Most folders nested inside one snapshot (each level holds one open descriptor)."""
+CHUNK = 1 << 20
+_OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+_OPEN_FOLDER = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY
+
+
+class TreeWriter:
+    """Writes the objects of folders into one git directory's ``objects/``.
+
+    ``git add`` would not record what the agent's files hold: a folder holding ``.git`` is
+    stored as a gitlink (a commit id the agent picks, its files left out), and a
+    ``.gitattributes`` the agent writes can rewrite bytes on the way in (``text``, ``eol``,
+    ``ident``). :class:`TreeWriter` therefore walks the tree itself and writes loose objects
+    in git's format (zlib-deflated ``<type> <size>\\0<body>``, named by SHA-1): every regular
+    file as a blob of its exact bytes (mode 100755 when its owner may execute it, else
+    100644), every symlink as a blob of its target (mode 120000), every non-empty folder as a
+    tree, ``.git`` folders included. FIFOs, sockets and device files hold no bytes and are
+    left out, as are empty folders (git records none).
+
+    The walk opens every folder and file relative to its parent's descriptor without
+    following symlinks, so swapping a folder for a symlink mid-walk cannot pull host files
+    into a snapshot. Folders nested deeper than :data:`MAX_DEPTH` are refused with
+    :class:`~vtbench.errors.SnapshotRefused`: the one thing a snapshot cannot record.
+    """
+
+    def __init__(self, git_dir: Path) -> None:
+        self.objects = git_dir / "objects"
+
+    def root(self, folder: Path, names: tuple[str, ...]) -> str:
+        """The tree of ``names`` (files or folders) in ``folder``; missing names are left out."""
+        fd = os.open(folder, _OPEN_FOLDER)
+        try:
+            return self._tree(fd, [n for n in names if _exists(n, fd)], depth=0) or self._put(
+                "tree", b"")
+        finally:
+            os.close(fd)
+
+    def _tree(self, fd: int, names: list[str], depth: int) -> str | None:
+        """The tree of ``names`` in the open folder ``fd``, or None when nothing is in it."""
+        entries = []
+        for name in names:
+            entry = self._entry(fd, name, depth)
+            if entry is not None:
+                entries.append((name, *entry))
+        if not entries:
+            return None
+        entries.sort(key=lambda e: os.fsencode(e[0]) + (b"/" if e[1] == "40000" else b""))
+        return self._put("tree", b"".join(f"{mode} ".encode() + os.fsencode(name) + b"\0"
+                                          + bytes.fromhex(oid) for name, mode, oid in entries))
+
+    def _entry(self, fd: int, name: str, depth: int) -> tuple[str, str] | None:
+        """(mode, object id) of one entry of folder ``fd``; None for what holds no bytes."""
+        mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+        if stat.S_ISLNK(mode):
+            return "120000", self._put("blob", os.fsencode(os.readlink(name, dir_fd=fd)))
+        if stat.S_ISDIR(mode):
+            if depth >= MAX_DEPTH:
+                raise SnapshotRefused(f"{name}: folders nested deeper than {MAX_DEPTH}",
+                                      hint="flatten the folders under data/, trainer/, harness/")
+            child = os.open(name, _OPEN_FOLDER, dir_fd=fd)
+            try:
+                oid = self._tree(child, os.listdir(child), depth + 1)
+            finally:
+                os.close(child)
+            return ("40000", oid) if oid else None
+        if not stat.S_ISREG(mode):
+            return None
+        file = os.open(name, _OPEN_FILE, dir_fd=fd)
+        try:
+            opened = os.fstat(file)
+            if not stat.S_ISREG(opened.st_mode):
+                return None
+            executable = opened.st_mode & stat.S_IXUSR
+            return ("100755" if executable else "100644"), self._put_file(file, opened.st_size)
+        finally:
+            os.close(file)
+
+    def _put(self, kind: str, body: bytes) -> str:
+        raw = f"{kind} {len(body)}".encode() + b"\0" + body
+        oid = hashlib.sha1(raw).hexdigest()
+        if not self._path(oid).exists():
+            self._store(oid, [raw])
+        return oid
+
+    def _put_file(self, fd: int, size: int) -> str:
+        """A blob of the file's first ``size`` bytes, read once to hash and, when the object
+        is new, once more to store."""
+        header = f"blob {size}".encode() + b"\0"
+        digest = hashlib.sha1(header)
+        for chunk in _chunks(fd, size):
+            digest.update(chunk)
+        oid = digest.hexdigest()
+        if not self._path(oid).exists():
+            os.lseek(fd, 0, os.SEEK_SET)
+            self._store(oid, [header, *_chunks(fd, size)])
+        return oid
+
+    def _store(self, oid: str, parts: Iterable[bytes]) -> None:
+        target = self._path(oid)
+        target.parent.mkdir(exist_ok=True)
+        squeeze = zlib.compressobj()
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix="tmp_obj_",
+                                         delete=False) as out:
+            for part in parts:
+                out.write(squeeze.compress(part))
+            out.write(squeeze.flush())
+        os.chmod(out.name, 0o444)
+        os.replace(out.name, target)
+
+    def _path(self, oid: str) -> Path:
+        return self.objects / oid[:2] / oid[2:]
+
+
+def _exists(name: str, fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _chunks(fd: int, size: int) -> Iterator[bytes]:
+    left = size
+    while left:
+        chunk = os.read(fd, min(CHUNK, left))
+        if not chunk:
+            raise SnapshotRefused("a file shrank while its snapshot was taken",
+                                  hint="validate again once the files are written")
+        left -= len(chunk)
+        yield chunk
