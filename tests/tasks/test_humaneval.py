@@ -92,6 +92,35 @@ def test_the_scorer_runs_completions_sandboxed_and_with_a_timeout(problems, tmp_
     assert scorer.runs_to_the_end("import os\nos._exit(0)\n") is False
 
 
+def test_without_bwrap_the_scorer_refuses_instead_of_running_completions_unsandboxed(
+        problems, tmp_path, monkeypatch) -> None:
+    """The agent controls the weights: a completion run outside a sandbox would run as the
+    grader's user. The refusal escapes the per-instance scorer guard, so the grader counts it
+    as its own failure (refunded), never as a score of 0 for the candidate."""
+    from vtbench.errors import SandboxUnavailable
+    from vtbench.evaluation.scoring import score_instance
+    from vtbench.sandbox import _launch
+
+    real_tool = _launch.tool
+
+    def no_bwrap(name: str) -> str:
+        if name == "bwrap":
+            raise SandboxUnavailable("bwrap is not installed", hint="apt-get install bubblewrap")
+        return real_tool(name)
+
+    monkeypatch.setattr(_launch, "tool", no_bwrap)
+    problem = problems["HumanEval/0"]
+    canary = tmp_path / "written-by-a-completion"
+    escaping = f"    open({str(canary)!r}, 'w').write('x')\n" + problem["canonical_solution"]
+    item = builder.make_item(problem)
+    with pytest.raises(SandboxUnavailable) as refused:
+        scorer.score(item, escaping)
+    assert refused.value.one_line() == "bwrap is not installed (apt-get install bubblewrap)"
+    with pytest.raises(SandboxUnavailable):
+        score_instance(TASK, {**item, "id": "HumanEval/0"}, {"output": escaping})
+    assert not canary.exists()
+
+
 def test_the_scorer_still_runs_while_other_sandboxes_hold_many_processes(
         problems, monkeypatch) -> None:
     """Without cgroup v1 the sandbox's process limit is one RLIMIT_NPROC for every sandbox of

@@ -2,11 +2,14 @@
 
 Runs in the operator's process after the harness has exited; it is the only code that
 reads labels. A missing, malformed or unscorable output scores 0 with its error recorded.
+A scorer that cannot run the candidate's code sandboxed (:class:`SandboxUnavailable`) is
+the host's failure, not the candidate's: it propagates, and the grader refunds.
 """
 
 import json
 from typing import Any
 
+from vtbench.errors import SandboxUnavailable
 from vtbench.evaluation.result import InstanceResult
 from vtbench.tasks.registry import Task
 
@@ -50,6 +53,8 @@ def score_instance(
                               score=0.0, error=f"output longer than {MAX_OUTPUT_CHARS} characters")
     try:
         value = float(task.scorer.score(item, output))
+    except SandboxUnavailable:
+        raise
     except Exception as err:  # a scorer must never crash on what a candidate wrote
         return InstanceResult(**base, output=output, trajectory=trajectory, score=0.0,
                               error=f"unscorable output: {type(err).__name__}")
