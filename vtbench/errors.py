@@ -65,6 +65,10 @@ class LedgerStateError(GraderError):
     """A validation was asked to move to a state its current state does not allow."""
 
 
+class LedgerVersionError(GraderError):
+    """The ledger was written by a newer vtbench than this one: it is never read backward."""
+
+
 class CandidateRefused(GraderError):
     """A candidate directory failed intake; the message names the offending file."""
 

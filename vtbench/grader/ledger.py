@@ -56,7 +56,7 @@ from vtbench.errors import (
     LedgerStateError,
 )
 from vtbench.grader import db, faults
-from vtbench.grader.schema import SCHEMA, consistency_problems
+from vtbench.grader.schema import consistency_problems, migrate
 
 ValidationState = Literal["queued", "running", "completed", "failed_candidate", "failed_infra"]
 OPEN_STATES = ("queued", "running")
@@ -144,12 +144,7 @@ class Ledger:
         self._conn = db.connect(self.path)
         self._lock = threading.Lock()
         with self._lock:
-            try:
-                self._conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + "COMMIT;")
-            except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise
+            migrate(self._conn)
 
     def close(self) -> None:
         self._conn.close()

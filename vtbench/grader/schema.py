@@ -1,4 +1,12 @@
-"""The ledger's tables, and the check of its invariants over the stored rows.
+"""The ledger's tables, their version and forward migrations, and the check of its
+invariants over the stored rows.
+
+The version is SQLite's ``user_version`` in the file's header. :data:`SCHEMA` is version
+1 and stays so; each later version is a step of :data:`MIGRATIONS`. :func:`migrate` gives a
+new ledger (or one from before versions: 0) :data:`SCHEMA`, then runs every step past the
+file's version in order, inside the same write transaction as the version it sets, so a step
+runs exactly once and a failing step leaves the ledger as it was; a ledger newer than this
+code is refused rather than read with the wrong meaning.
 
 The schema enforces what SQL can: one reservation and at most one settlement per
 validation and kind (partial unique indexes), one submission per episode (UNIQUE),
@@ -8,8 +16,17 @@ settled exactly when terminal (CHECK), and append-only ``budget_rows``, ``events
 """
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+from vtbench.errors import LedgerVersionError
+
+SCHEMA_VERSION = 1
+"""The version a ledger written by this code carries (``PRAGMA user_version``)."""
+MIGRATIONS: Mapping[int, str] = {}
+"""SQL taking a ledger from version ``n - 1`` to ``n``, keyed by ``n`` (from 2): a schema
+change adds a step here and raises :data:`SCHEMA_VERSION` to it; :data:`SCHEMA` never
+changes."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS episodes (
@@ -91,6 +108,41 @@ CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
 CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
     BEGIN SELECT RAISE(ABORT, 'events is append-only'); END;
 """
+
+
+def migrate(conn: sqlite3.Connection, migrations: Mapping[int, str] = MIGRATIONS) -> int:
+    """Create or bring the ledger on ``conn`` (autocommit) up to the newest version of
+    ``migrations`` (at least :data:`SCHEMA_VERSION`); returns the version it found."""
+    target = max([SCHEMA_VERSION, *migrations])
+    conn.execute("BEGIN IMMEDIATE")  # the version is read under the write lock: one migrator
+    try:
+        found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if found > target:
+            raise LedgerVersionError(
+                f"the grader's ledger has schema version {found}, newer than this vtbench"
+                f" knows ({target})", hint="upgrade vtbench to the version that wrote it")
+        scripts = [SCHEMA] if found == 0 else []  # new, or from before versions
+        scripts += [migrations[n] for n in range(max(found, 1) + 1, target + 1)]
+        for script in scripts:
+            for statement in _statements(script):
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {target}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return found
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of a script one by one (a trigger's body keeps its semicolons)."""
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                yield pending.strip()
+            pending = ""
 
 
 _SETTLEMENT_COUNTS = """
