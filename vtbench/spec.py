@@ -43,15 +43,19 @@ class HarnessComponent(Component):
     decoding: Decoding | None = None
     """Required when the harness is fixed: the decoding it always runs with."""
     timeout_seconds: int = Field(600, ge=1)
-    """Wall-clock (and CPU) limit of one harness run over a whole split, before
-    ``seconds_per_instance`` adds to it."""
-    seconds_per_instance: float = Field(0.0, ge=0.0)
-    """Added to the limit per instance of the split: a budget per instance that keeps a
-    harness from searching where the task wants the model to propose."""
+    """Wall-clock limit of one harness run over a whole split."""
+    cpu_seconds: int | None = Field(None, ge=1)
+    """CPU-time limit of each harness process over a whole split, before
+    ``cpu_seconds_per_instance`` adds to it; ``timeout_seconds`` when unset."""
+    cpu_seconds_per_instance: float = Field(0.0, ge=0.0)
+    """Added to the CPU-time limit per instance of the split: a compute budget per instance
+    that keeps a harness from searching where the task wants the model to propose. CPU
+    time, not wall clock, so that a busy host (or a slow model) does not spend it."""
 
-    def limit_seconds(self, instances: int) -> float:
-        """The limit of one harness run over ``instances`` instances."""
-        return self.timeout_seconds + self.seconds_per_instance * instances
+    def cpu_limit_seconds(self, instances: int) -> float:
+        """The CPU-time limit of one harness run over ``instances`` instances."""
+        fixed = self.cpu_seconds if self.cpu_seconds is not None else self.timeout_seconds
+        return fixed + self.cpu_seconds_per_instance * instances
 
     @model_validator(mode="after")
     def fixed_harness_fixes_decoding(self) -> "HarnessComponent":

@@ -112,22 +112,24 @@ def test_a_harness_that_runs_too_long_is_stopped(tiny_model: Path, tmp_path: Pat
     assert result.timings["harness"] < 20
 
 
-def test_the_harness_limit_grows_with_the_instances_it_answers(
+def test_the_harness_cpu_budget_grows_with_the_instances_it_answers(
         tiny_model: Path, tmp_path: Path) -> None:
     shutil.copytree(find_task("dsl").root.parent, tmp_path / "tasks",
                     ignore=shutil.ignore_patterns("__pycache__"))
     toml = tmp_path / "tasks" / "dsl" / "task.toml"
-    text = toml.read_text()
-    text = re.sub(r"timeout_seconds = .*\n", "timeout_seconds = 1\nseconds_per_instance = 1.5\n",
-                  text)
+    text = re.sub(r"\ncpu_seconds.*", "", toml.read_text())
+    text = text.replace("timeout_seconds = ", "cpu_seconds = 1\ncpu_seconds_per_instance = 1.5"
+                        "\ntimeout_seconds = ")
     toml.write_text(text)
     task = find_task(str(tmp_path / "tasks" / "dsl"))
-    assert task.spec.components.harness.limit_seconds(4) == 7
-    harness = write_harness(tmp_path / "h", "import time\ntime.sleep(4)\nanswer(['upper'] * "
-                            "len(instances))\n")
+    assert task.spec.components.harness.cpu_limit_seconds(4) == 7
+    busy = ("import time\nstart = time.process_time()\n"
+            "while time.process_time() - start < 4:\n    pass\n"
+            "answer(['upper'] * len(instances))\n")
+    harness = write_harness(tmp_path / "h", busy)
     one = evaluate(task, tiny_model, "val", harness_dir=harness, items=some_items("dsl", 1))
     four = evaluate(task, tiny_model, "val", harness_dir=harness, items=some_items("dsl", 4))
-    assert one.error == "harness timed out"
+    assert one.error == "harness exceeded its cpu_seconds limit"
     assert four.error is None and [i.output for i in four.instances] == ["upper"] * 4
 
 

@@ -63,7 +63,8 @@ def evaluate(
     with evaluation_folder(backend, standby) as (workdir, waiting):
         harness, which = stage_harness(task, harness_dir, workdir)
         server_started = time.monotonic()
-        limit = min(timeout or float("inf"), harness_spec.limit_seconds(len(items)))
+        limit = min(timeout or float("inf"), harness_spec.timeout_seconds)
+        cpu_limit = harness_spec.cpu_limit_seconds(len(items))
         # The harness starts while the model loads: its relay binds the socket's folder,
         # which holds the socket only (the server's log lies beside it).
         with serve_model(model_dir, socket=workdir / "server" / "model.sock",
@@ -71,11 +72,12 @@ def evaluate(
                          startup_timeout=SERVER_STARTUP_SECONDS) as server:
             # Its clock starts when the server is ready: the model's load is not its time.
             if waiting is not None:
-                launched = waiting.launch(harness_spec.entry, items, limit, decoding)
+                launched = waiting.launch(harness_spec.entry, items, cpu_limit, decoding)
             else:
                 launched = start_harness(
                     backend, harness, harness_spec.entry, items, server.socket, workdir,
-                    limit, decoding, lazy=True, grace=SERVER_STARTUP_SECONDS)
+                    limit, decoding, lazy=True, grace=SERVER_STARTUP_SECONDS,
+                    cpu_seconds=cpu_limit)
             try:
                 server.wait_ready()
             except BaseException:

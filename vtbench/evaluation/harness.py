@@ -63,12 +63,13 @@ class HarnessRun:
 
 def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
                  timeout: float, lazy: bool = False, grace: float = 0.0,
-                 cpu_limited: bool = True) -> SandboxSpec:
+                 cpu_limited: bool = True, cpu_seconds: float | None = None) -> SandboxSpec:
     """The harness sees the Python runtime, its own folder, its io folder and the relay
     (with ``lazy``, to a socket that may appear after the start). ``grace`` extends the
     wall-clock limit by the server's startup time: the caller then enforces ``timeout``
     from when the server is ready (:func:`finish_harness`'s ``deadline``). Without
-    ``cpu_limited`` the command must set its own CPU limit (a standby's launcher does)."""
+    ``cpu_limited`` the command must set its own CPU limit (a standby's launcher does);
+    with it, the limit is ``cpu_seconds`` (``timeout`` when None)."""
     path = f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin"
     return SandboxSpec(
         mounts=[*python_runtime_mounts(), Mount(source=harness_dir, target=INSIDE_HARNESS),
@@ -76,7 +77,7 @@ def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
         env={"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"},
         cwd=INSIDE_HARNESS,
         limits=Limits(wall_seconds=timeout + grace,
-                      cpu_seconds=int(timeout) + 1 if cpu_limited else None,
+                      cpu_seconds=int(cpu_seconds or timeout) + 1 if cpu_limited else None,
                       memory_mb=8192, pids=PIDS, file_size_mb=MAX_OUTPUT_FILE_MB),
         tcp_relays={RELAY_PORT: server_socket},
         lazy_relays=lazy,
@@ -105,11 +106,12 @@ def start_harness(
     decoding: dict[str, Any] | None = None,
     lazy: bool = False,
     grace: float = 0.0,
+    cpu_seconds: float | None = None,
 ) -> StartedHarness:
     """Write the inputs and start the harness. With ``lazy`` the server's socket need not
     exist yet: its folder is bound instead, so it must hold nothing but the socket, and
     the socket must be connectable by the sandbox uid (mode 0666 or :func:`grant_socket`);
-    ``grace``: see :func:`harness_spec`."""
+    ``grace`` and ``cpu_seconds``: see :func:`harness_spec`."""
     io_dir = workdir / "io"
     io_dir.mkdir(parents=True)
     write_inputs(io_dir, instances)
@@ -119,7 +121,8 @@ def start_harness(
     started = time.monotonic()
     stderr_path = workdir / "harness.stderr"
     with stderr_path.open("wb") as stderr:
-        spec = harness_spec(harness_dir, io_dir, server_socket, timeout, lazy, grace)
+        spec = harness_spec(harness_dir, io_dir, server_socket, timeout, lazy, grace,
+                            cpu_seconds=cpu_seconds)
         process = sandbox.start(harness_argv(entry, decoding), spec,
                                 stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr)
     return StartedHarness(process, io_dir, stderr_path, started)

@@ -101,12 +101,13 @@ class Standby:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def launch(self, entry: list[str], instances: list[dict[str, Any]], timeout: float,
+    def launch(self, entry: list[str], instances: list[dict[str, Any]], cpu_seconds: float,
                decoding: dict[str, Any] | None = None) -> StartedHarness:
-        """Give the standby its harness (already copied into ``folder/harness``)."""
+        """Give the standby its harness (already copied into ``folder/harness``), limited to
+        ``cpu_seconds`` of CPU time (its wall clock is the caller's)."""
         io_dir = self.folder / "io"
         write_inputs(io_dir, instances)
-        order = {"argv": harness_argv(entry, decoding), "cpu_seconds": int(timeout) + 1}
+        order = {"argv": harness_argv(entry, decoding), "cpu_seconds": int(cpu_seconds) + 1}
         stdin = self.process.stdin
         assert stdin is not None
         started = time.monotonic()
