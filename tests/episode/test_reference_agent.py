@@ -1,6 +1,7 @@
 """The built-in reference agent in a real episode (quick copy of arith), and the change
 classifier describing what it really did."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,20 @@ def test_the_reference_agent_co_designs_and_is_classified_as_it_acted(
     assert steps["models/merged"].origin == "merged"
     assert steps["models/merged"].change is not None
     assert steps["models/merged"].change.touched == []
+
+
+def test_a_reference_episode_splits_its_wall_time_into_agent_training_grading_and_runner(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    record, path = run_episode(RunOptions(task=str(prepared_arith), agent="reference",
+                                          out=tmp_path, budget_minutes=10))
+    spent = record.spent
+    assert spent.agent_seconds > 0 and spent.grading_seconds > 0
+    models = path.parent / "workspace" / "models"
+    claimed = {name: json.loads((models / name / "train_log.json").read_text())["seconds"]
+               for name in ("clean-data", "tuned-a", "tuned-b")}
+    # the trainer's own clock (model load to save) lies inside the process the runner saw;
+    # tuned-a and tuned-b ran in parallel, so they count once
+    assert spent.training_seconds >= claimed["clean-data"] + max(
+        claimed["tuned-a"], claimed["tuned-b"]) - 2.0
+    parts = spent.agent_seconds + spent.training_seconds + spent.grading_seconds
+    assert abs(parts + spent.runner_seconds - spent.wall_seconds) <= 0.05 * spent.wall_seconds

@@ -78,3 +78,26 @@ def test_the_reference_agent_submits_its_best_so_far_when_the_deadline_is_near(
     assert record.validations_used < 5
     log = (next(tmp_path.iterdir()) / "agent.log").read_text()
     assert "the deadline is near: submitted" in log
+
+
+def test_parallel_trainings_count_once_and_the_time_split_adds_up_to_the_wall_time(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    train = "python -c 'import time; time.sleep(4)' trainer/train.py"
+    program = (f"{train} & {train} & wait; vtbench validate --model models/initial && "
+               "vtbench submit --model models/initial")
+    record = episode(prepared_arith, f"command:{program}", tmp_path)
+    spent = record.spent
+    assert 3.0 <= spent.training_seconds <= 6.0
+    assert spent.agent_seconds > 0 and spent.grading_seconds > 0 and spent.runner_seconds > 0
+    total = spent.agent_seconds + spent.training_seconds + spent.grading_seconds
+    assert abs(total + spent.runner_seconds - spent.wall_seconds) <= 0.05 * spent.wall_seconds
+
+
+def test_the_record_says_what_the_episode_ran_with(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    record = episode(prepared_arith, "noop", tmp_path)
+    made = record.provenance
+    assert made.vtbench_version and made.sandbox == "bwrap"
+    assert made.task_digest is not None and len(made.task_digest) == 64
+    assert made.hardware.cpu_cores > 0 and made.hardware.cpu_model
+    assert record.model is None and record.reasoning_effort is None

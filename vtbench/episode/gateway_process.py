@@ -126,6 +126,7 @@ def llm_usage(folder: Path, episode_id: str) -> LlmUsage:
         store.close()
     return LlmUsage(
         input_tokens=totals.input_tokens + totals.cache_read_tokens + totals.cache_write_tokens,
+        cached_input_tokens=totals.cache_read_tokens + totals.cache_write_tokens,
         output_tokens=totals.output_tokens, dollars=round(totals.dollars, 6),
         requests=totals.exchanges - totals.refused)
 

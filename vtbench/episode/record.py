@@ -64,6 +64,9 @@ class Submission(Record):
 
 class LlmUsage(Record):
     input_tokens: int = 0
+    """Every input token the model read, cached ones included."""
+    cached_input_tokens: int = 0
+    """The part of ``input_tokens`` read from or written to the provider's prompt cache."""
     output_tokens: int = 0
     dollars: float = 0.0
     requests: int = 0
@@ -72,10 +75,37 @@ class LlmUsage(Record):
 class BudgetSpent(Record):
     wall_seconds: float = 0.0
     agent_seconds: float = 0.0
-    """Wall seconds the agent ran, excluding time the clock was paused for grading."""
+    """Wall seconds the agent ran while neither training nor waiting for a validation."""
     training_seconds: float = 0.0
+    """Wall seconds a trainer (a program of ``trainer/``) ran in the sandbox; parallel
+    trainings count once (see :mod:`vtbench.episode.timesplit`)."""
+    grading_seconds: float = 0.0
+    """Wall seconds a validation of the episode was pending, plus the test scoring."""
+    runner_seconds: float = 0.0
+    """The runner's own wall seconds: grader set-up, leak audit, stopping, the record.
+    ``agent + training + grading + runner`` is ``wall_seconds``."""
     grader_compute_seconds: float = 0.0
     validations: int = 0
+
+
+class Hardware(Record):
+    cpu_model: str | None = None
+    cpu_cores: int = 0
+    gpus: list[str] = Field(default_factory=list)
+    """One name per GPU of the host (nvidia-smi), empty without GPUs."""
+
+
+class Provenance(Record):
+    """What the episode ran with; records that differ here are different measurements."""
+
+    vtbench_version: str | None = None
+    vtbench_commit: str | None = None
+    """Commit of the vtbench checkout (``+dirty`` with local edits), None outside git."""
+    task_digest: str | None = None
+    """sha256 of the task pack and its base model (:func:`vtbench.prepare.digest.pack_digest`)."""
+    sandbox: str | None = None
+    """Sandbox backend of the research sandbox (bwrap, docker, none)."""
+    hardware: Hardware = Field(default_factory=Hardware)
 
 
 class EpisodeRecord(Record):
@@ -83,6 +113,9 @@ class EpisodeRecord(Record):
     episode_id: str
     task: str
     agent: str
+    model: str | None = None
+    """The LLM the agent ran with (LLM agents; None for built-in agents or the CLI's default)."""
+    reasoning_effort: str | None = None
     seed: int
     budget_minutes: float
     started_at: str
@@ -104,6 +137,7 @@ class EpisodeRecord(Record):
     candidates: list[Lineage] = Field(default_factory=list)
     spent: BudgetSpent = Field(default_factory=BudgetSpent)
     llm: LlmUsage = Field(default_factory=LlmUsage)
+    provenance: Provenance = Field(default_factory=Provenance)
     workspace: str = "workspace"
     """Path of the workspace git repository, relative to the record's folder."""
 

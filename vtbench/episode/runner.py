@@ -30,8 +30,10 @@ from vtbench.episode.disk import WorkspaceDisk, unavailable
 from vtbench.episode.gateway_process import config_path, episode_gateway, llm_usage
 from vtbench.episode.grader_process import grader_log, running_grader
 from vtbench.episode.leak_audit import audit
+from vtbench.episode.provenance import provenance
 from vtbench.episode.record import EpisodeRecord, Lineage, Submission, Validation
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
+from vtbench.episode.timesplit import TimeSplit, close
 from vtbench.errors import NotPrepared, VtbenchError
 from vtbench.grader.core import operator_token
 from vtbench.models.base import resolve_base
@@ -124,7 +126,10 @@ def start_episode(options: RunOptions, events: Events) -> tuple[Episode, Episode
     record = EpisodeRecord(
         episode_id=episode.folder.name, task=task.id, agent=options.agent, seed=options.seed,
         budget_minutes=budget, started_at=now(), initial_val=scores["initial"]["val"],
-        initial_test=scores["initial"]["test"], reference_test=scores["reference"]["test"])
+        initial_test=scores["initial"]["test"], reference_test=scores["reference"]["test"],
+        model=options.model if agent.needs_gateway else None,
+        reasoning_effort=options.reasoning_effort if agent.needs_gateway else None,
+        provenance=provenance(task, options.sandbox))
     episode.save(record)
     events(f"workspace ready: {episode.workspace}")
     return episode, record
@@ -166,7 +171,7 @@ def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, gra
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
                                                      stdout=log, stderr=log)
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
-        seen = 0
+        seen, split = 0, TimeSplit(process.pid, record.spent)
         while process.poll() is None:
             time.sleep(1.0)
             status = client.request("GET", f"/v1/operator/episodes/{state['episode']}/history")
@@ -177,6 +182,7 @@ def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, gra
                 events(f"validation {validation['index']}: {validation['candidate']} "
                        f"-> {outcome}")
             seen = len(settled)
+            split.tick(grading=len(settled) < len(status["validations"]))
             if status["submission"] is not None:
                 events("submission recorded; stopping the agent")
                 process.kill_tree()
@@ -190,7 +196,9 @@ def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
              stop_reason: str) -> EpisodeRecord:
     """Score the submission on test (grader side) and complete the record."""
     state = episode.state()
+    scoring = time.monotonic()
     result = client.finish(state["episode"])
+    record.spent.grading_seconds += time.monotonic() - scoring
     history = client.history(state["episode"])
     started = datetime.fromisoformat(record.started_at).timestamp()
     record.validations = [Validation.model_validate(v) for v in history["validations"]]
@@ -201,7 +209,7 @@ def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
     record.final_test = result["test_score"] if record.submitted else record.initial_test
     record.gain = result["gain"] if record.submitted else 0.0
     record.normalized_gain = result["normalised_gain"] if record.submitted else 0.0
-    record.spent.wall_seconds = round(time.time() - started, 1)
+    close(record.spent, time.time() - started)
     record.spent.validations = record.validations_used
     record.spent.grader_compute_seconds = round(
         sum(v.compute_seconds for v in record.validations), 1)

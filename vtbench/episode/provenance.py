@@ -1,0 +1,68 @@
+"""What an episode ran on, so that two records can be compared (or told apart) later.
+
+A gain measured with another version of vtbench, another task pack or on a slower machine
+is a different measurement; the record names each so that a report can refuse to pool
+them silently. Every probe is best effort: a host without git or nvidia-smi still runs
+episodes, and its record says what could not be found (None, no GPUs).
+"""
+
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+from vtbench import __version__, layout
+from vtbench.episode.record import Hardware, Provenance
+from vtbench.prepare.digest import pack_digest
+from vtbench.tasks.registry import Task
+
+
+def vtbench_commit() -> str | None:
+    """The commit of the vtbench checkout in use (with ``+dirty`` when it has local edits),
+    or None when vtbench is not run from a git checkout."""
+    git = shutil.which("git")
+    if git is None or not (layout.REPO_ROOT / ".git").exists():
+        return None
+    head = _git(git, "rev-parse", "HEAD")
+    if head is None:
+        return None
+    dirty = _git(git, "status", "--porcelain", "--untracked-files=no", "--", "vtbench")
+    return f"{head}+dirty" if dirty else head
+
+
+def _git(git: str, *args: str) -> str | None:
+    done = subprocess.run([git, "-C", str(layout.REPO_ROOT), *args], capture_output=True,
+                          text=True, timeout=30, check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def cpu_model() -> str | None:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or None
+
+
+def gpu_names() -> list[str]:
+    """The host's GPUs as nvidia-smi names them; none without nvidia-smi."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        done = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        return []
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
+
+def hardware() -> Hardware:
+    return Hardware(cpu_model=cpu_model(), cpu_cores=os.cpu_count() or 0, gpus=gpu_names())
+
+
+def provenance(task: Task, sandbox: str) -> Provenance:
+    return Provenance(vtbench_version=__version__, vtbench_commit=vtbench_commit(),
+                      task_digest=pack_digest(task), sandbox=sandbox, hardware=hardware())

@@ -1,0 +1,108 @@
+"""Where an episode's wall time went: the agent's own work, training, grading, the runner.
+
+Trusted code, observing from outside the sandbox. Nothing here reads what the agent says
+about itself (a ``train_log.json`` is the agent's claim, and two trainings in parallel
+would count twice if their durations were summed). Instead the runner samples, about once
+a second while the agent runs, two facts it can see for itself:
+
+- *training*: a process of the sandbox's tree runs a program from the workspace's
+  ``trainer/`` folder (``python trainer/train.py``, ``bash /workspace/trainer/run.sh``):
+  the T component is, by the task contract, that folder;
+- *grading*: the grader's ledger holds a validation of the episode that has not settled.
+
+Each interval between samples is counted once, as grading if a validation was pending,
+else training if a trainer ran, else agent time; so parallel trainings count as the wall
+time they took, not the sum of their durations. A trainer the agent runs from elsewhere
+(a copy under ``/tmp``) counts as agent time. The runner adds its own spans (workspace and
+grader set-up, the leak audit, stopping the agent, writing the record) and the test
+scoring, so that agent + training + grading + runner = wall time.
+"""
+
+import os
+import time
+from pathlib import PurePosixPath
+
+from vtbench.episode.record import BudgetSpent
+
+WORKSPACE = PurePosixPath("/workspace")
+TRAINER = "trainer"
+
+
+def children_map() -> dict[int, list[int]]:
+    """Host pid -> child pids, from ``/proc/*/stat`` (processes may vanish while read)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry))
+    return children
+
+
+def descendants(root: int) -> list[int]:
+    children, found, todo = children_map(), [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def runs_trainer(argv: list[str]) -> bool:
+    """Whether a command line names a file of the workspace's ``trainer/`` folder."""
+    for argument in argv:
+        path = PurePosixPath(argument)
+        if path.is_absolute():
+            if not path.is_relative_to(WORKSPACE):
+                continue
+            path = path.relative_to(WORKSPACE)
+        parts = [part for part in path.parts if part != "."]
+        if len(parts) > 1 and parts[0] == TRAINER:
+            return True
+    return False
+
+
+def command_line(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def trainer_running(root: int) -> bool:
+    return any(runs_trainer(command_line(pid)) for pid in descendants(root))
+
+
+class TimeSplit:
+    """Adds the agent's run to a record's ``spent``, split as the module docstring says."""
+
+    def __init__(self, root: int, spent: BudgetSpent) -> None:
+        self.root, self.spent = root, spent
+        self.last = time.monotonic()
+
+    def tick(self, grading: bool) -> None:
+        """Count the time since the last tick by what is happening now."""
+        now = time.monotonic()
+        seconds, self.last = now - self.last, now
+        if grading:
+            self.spent.grading_seconds += seconds
+        elif trainer_running(self.root):
+            self.spent.training_seconds += seconds
+        else:
+            self.spent.agent_seconds += seconds
+
+
+def close(spent: BudgetSpent, wall_seconds: float) -> None:
+    """Round the split and give the runner what the agent's run and grading did not use."""
+    spent.wall_seconds = round(wall_seconds, 1)
+    parts = ("agent_seconds", "training_seconds", "grading_seconds")
+    for part in parts:
+        setattr(spent, part, round(getattr(spent, part), 1))
+    spent.runner_seconds = round(max(0.0, wall_seconds - sum(getattr(spent, p) for p in parts)), 1)
