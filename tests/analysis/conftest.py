@@ -135,8 +135,9 @@ def write_record(folder: Path, steps: list[tuple[str, float | None]], *,
         "submission": submission,
         "candidates": [Lineage(name=f"cand{i}", origin="merged" if i == 3 else "trained")
                        for i in range(1, len(steps) + 1)],
-        "spent": BudgetSpent(wall_seconds=900, agent_seconds=800, training_seconds=500,
-                             grader_compute_seconds=30, validations=len(steps)),
+        "spent": BudgetSpent(wall_seconds=900, agent_seconds=300, training_seconds=500,
+                             grading_seconds=60, runner_seconds=40, grader_compute_seconds=30,
+                             validations=len(steps)),
     }
     values |= fields
     record = EpisodeRecord.model_validate(values)

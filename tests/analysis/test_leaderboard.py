@@ -1,16 +1,13 @@
-"""Leaderboard means, bootstrap intervals and the published-style table."""
+"""Leaderboard means, Student t intervals, agent keys, cost, paired differences and the
+published-style table."""
 
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from vtbench.analysis.leaderboard import (
-    bootstrap_means,
-    build_leaderboard,
-    mean_ci,
-    published_table,
-)
+from vtbench.analysis.intervals import mean_ci, stratified_ci, t_quantile
+from vtbench.analysis.leaderboard import build_leaderboard, published_table
 from vtbench.analysis.loading import load_episodes
 from vtbench.analysis.metrics import EpisodeMetrics
 from vtbench.analysis.synthetic import make_episodes
@@ -23,19 +20,40 @@ def metrics(tmp_path_factory: pytest.TempPathFactory) -> list[EpisodeMetrics]:
     return [e.metrics for e in load_episodes([root])]
 
 
-def test_interval_is_deterministic_and_brackets_the_mean() -> None:
-    values = [0.1, 0.25, 0.05, 0.3, 0.2]
+@pytest.mark.parametrize(("df", "textbook"), [(1, 12.706), (2, 4.303), (4, 2.776),
+                                               (9, 2.262), (29, 2.045)])
+def test_the_t_quantile_matches_the_textbook_table(df: int, textbook: float) -> None:
+    assert t_quantile(0.975, df) == pytest.approx(textbook, abs=1e-3)
+
+
+def test_the_interval_is_the_student_t_interval_of_the_mean() -> None:
+    values = [0.1, 0.25, 0.05]
     mean, ci = mean_ci(values)
-    assert ci is not None and mean is not None
-    assert ci[0] < mean < ci[1]
-    assert min(values) <= ci[0] and ci[1] <= max(values)
-    assert mean_ci(values) == (mean, ci)
-    assert not np.array_equal(bootstrap_means(values, seed=1), bootstrap_means(values))
+    half = 4.303 * np.std(values, ddof=1) / np.sqrt(3)
+    assert mean is not None and ci == pytest.approx([mean - half, mean + half], abs=1e-4)
 
 
-def test_one_episode_gives_a_degenerate_interval() -> None:
-    assert mean_ci([0.2]) == (0.2, [0.2, 0.2])
+def test_over_three_seeds_the_interval_keeps_its_coverage() -> None:
+    rng = np.random.default_rng(7)
+    draws = rng.normal(0.1, 0.05, size=(2000, 3))
+    covered = 0
+    for values in draws:
+        _, ci = mean_ci(list(values))
+        assert ci is not None
+        covered += ci[0] <= 0.1 <= ci[1]
+    assert 0.935 <= covered / len(draws) <= 0.965
+
+
+def test_one_episode_gives_no_interval() -> None:
+    assert mean_ci([0.2]) == (0.2, None)
     assert mean_ci([]) == (None, None)
+    assert stratified_ci([[0.1, 0.2], [0.3]]) == (pytest.approx(0.225), None)
+
+
+def test_the_aggregate_interval_of_equal_tasks_pools_their_degrees_of_freedom() -> None:
+    mean, ci = stratified_ci([[0.0, 1.0], [0.0, 1.0]])
+    half = t_quantile(0.975, 2) * np.sqrt(0.5 / 2 * 2) / 2
+    assert mean == 0.5 and ci == pytest.approx([0.5 - half, 0.5 + half], abs=1e-4)
 
 
 def test_rows_are_per_agent_and_task_with_seed_counts(metrics: list[EpisodeMetrics]) -> None:
@@ -45,6 +63,8 @@ def test_rows_are_per_agent_and_task_with_seed_counts(metrics: list[EpisodeMetri
         ("reference", "arith", 3), ("reference", "textfix", 3)]
     noop = board.row("noop", "arith")
     assert noop is not None and noop.gain_mean == 0 and noop.gain_ci == [0.0, 0.0]
+    assert board.method == "Student t" and board.warnings
+    assert "fewer than 5 seeds" in board.warnings[0]
     assert noop.codesign_rate is None
     ref = board.row("reference", "arith")
     assert ref is not None and ref.gain_mean is not None and ref.gain_ci is not None
@@ -81,3 +101,34 @@ def test_synthetic_records_without_history_still_rank(tmp_path: Path) -> None:
     board = build_leaderboard([e.metrics for e in load_episodes([tmp_path])])
     assert board.rows[0].n == 2 and board.rows[0].codesign_rate is None
     assert board.rows[0].gain_mean is not None and board.rows[0].gain_mean > 0
+
+
+def test_two_models_behind_one_agent_are_two_rows(metrics: list[EpisodeMetrics]) -> None:
+    llm = [m.model_copy(update={"agent": "claude-code", "model": model,
+                                "reasoning_effort": "high"})
+           for m in metrics if m.agent == "noop" for model in ("opus", "sonnet")]
+    board = build_leaderboard(llm)
+    assert board.agents == ["claude-code (opus, effort high)",
+                            "claude-code (sonnet, effort high)"]
+
+
+def test_the_aggregate_is_sorted_by_gain_and_carries_the_cost(
+        metrics: list[EpisodeMetrics]) -> None:
+    board = build_leaderboard(metrics)
+    assert [a.agent for a in board.aggregate] == ["reference", "noop"]
+    reference = board.aggregate[0]
+    dollars = [m.budget.llm_dollars for m in metrics if m.agent == "reference"]
+    assert reference.dollars_total == pytest.approx(sum(dollars))
+    assert reference.cost.dollars == pytest.approx(np.mean(dollars))
+    assert 0 < reference.cost.cached_input_tokens < reference.cost.input_tokens
+
+
+def test_paired_differences_use_only_the_seeds_both_agents_ran(
+        metrics: list[EpisodeMetrics]) -> None:
+    kept = [m for m in metrics if not (m.agent == "noop" and m.seed == 2)]
+    board = build_leaderboard(kept)
+    arith = next(p for p in board.paired if p.task == "arith")
+    assert (arith.agent, arith.other, arith.seeds) == ("noop", "reference", [0, 1])
+    gains = {(m.agent, m.seed): m.gain or 0.0 for m in kept if m.task == "arith"}
+    assert arith.gain_difference_mean == pytest.approx(
+        np.mean([gains[("noop", s)] - gains[("reference", s)] for s in (0, 1)]))

@@ -40,7 +40,7 @@ def test_metrics_follow_the_validations_and_changes(workspace: Workspace) -> Non
     assert m.origin_counts == {"trained": 2, "merged": 1}
     assert m.val_test_gap == pytest.approx(0.03)
     assert m.time_to_first_improvement == 60.0
-    assert m.budget.other_agent_seconds == 300
+    assert (m.budget.agent_seconds, m.budget.training_seconds) == (300, 500)
     assert m.budget.validations_by_change == {"D+T": 1, "T": 1, "none": 1}
     assert m.history_error is None
 

@@ -1,36 +1,46 @@
-"""The leaderboard: per agent × task means with 95% bootstrap intervals, and an aggregate.
+"""The leaderboard: per agent × task means with 95% Student t intervals, and an aggregate.
 
-Intervals are percentile bootstraps of the mean over episodes (seeds): 2,000 resamples
-from ``numpy.random.default_rng(0)``, so the same episodes always give the same table.
-One episode gives a degenerate interval [x, x]. The aggregate across tasks weighs every
-task equally: its mean is the mean of the per-task means, and its interval resamples the
-episodes within each task (a stratified bootstrap) before averaging the task means.
-Behavioural rates are means over the episodes whose history could be classified.
+An agent is keyed by (agent, LLM model, reasoning effort): two models behind Claude Code
+are two rows. Intervals are Student t intervals of the mean over episodes (seeds), see
+:mod:`vtbench.analysis.intervals` for why not the bootstrap; one episode gives none. The
+aggregate across tasks weighs every task equally: its mean is the mean of the per-task
+means, its interval that of a mean of independent task means. Behavioural rates are
+means over the episodes whose history could be classified. Cost is the gateway's metering
+per episode (tokens, cached input tokens, dollars), averaged. Paired differences compare
+two agents on the same task over the seeds both ran, which removes the seed's own effect.
 """
 
 from collections import defaultdict
 from collections.abc import Sequence
+from itertools import combinations
 
 import numpy as np
 from pydantic import Field
 
 from vtbench.analysis.changes import Strict
+from vtbench.analysis.intervals import FEW_SEEDS, LEVEL, METHOD, mean_ci, stratified_ci
 from vtbench.analysis.metrics import EpisodeMetrics
 
-RESAMPLES = 2000
-SEED = 0
-LEVEL = 0.95
+
+class Cost(Strict):
+    """Mean LLM cost per episode, as the gateway metered it."""
+
+    dollars: float
+    input_tokens: float
+    cached_input_tokens: float
+    output_tokens: float
 
 
 class LeaderboardRow(Strict):
     agent: str
+    """The agent's key: its name, with its LLM model and reasoning effort where it has them."""
     task: str
     n: int
     """Episodes (seeds) of this agent on this task."""
     submitted_rate: float
     gain_mean: float | None
     gain_ci: list[float] | None
-    """95% bootstrap interval [lo, hi] of the mean gain."""
+    """95% Student t interval [lo, hi] of the mean gain; None for one episode."""
     normalized_gain_mean: float | None
     normalized_gain_ci: list[float] | None
     initial_test: float | None
@@ -42,6 +52,7 @@ class LeaderboardRow(Strict):
     improvement_share: float | None
     val_test_gap: float | None
     validations_used: float
+    cost: Cost
 
 
 class AggregateRow(Strict):
@@ -54,13 +65,27 @@ class AggregateRow(Strict):
     normalized_gain_ci: list[float] | None
     codesign_rate: float | None
     algorithm_change_rate: float | None
+    cost: Cost
+    dollars_total: float
+
+
+class PairedDifference(Strict):
+    """``agent − other`` in test gain on one task, over the seeds both ran."""
+
+    agent: str
+    other: str
+    task: str
+    seeds: list[int]
+    gain_difference_mean: float
+    gain_difference_ci: list[float] | None
 
 
 class Leaderboard(Strict):
     rows: list[LeaderboardRow] = Field(default_factory=list)
     aggregate: list[AggregateRow] = Field(default_factory=list)
-    resamples: int = RESAMPLES
-    seed: int = SEED
+    """Sorted by aggregate gain, best first."""
+    paired: list[PairedDifference] = Field(default_factory=list)
+    method: str = METHOD
     level: float = LEVEL
 
     @property
@@ -74,40 +99,64 @@ class Leaderboard(Strict):
     def row(self, agent: str, task: str) -> LeaderboardRow | None:
         return next((r for r in self.rows if r.agent == agent and r.task == task), None)
 
-
-def bootstrap_means(values: Sequence[float], resamples: int = RESAMPLES,
-                    seed: int = SEED) -> np.ndarray:
-    """``resamples`` means of resamples (with replacement) of ``values``."""
-    data = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(data), size=(resamples, len(data)))
-    means: np.ndarray = data[picks].mean(axis=1)
-    return means
-
-
-def interval(means: np.ndarray, level: float = LEVEL) -> list[float]:
-    tail = (1 - level) / 2 * 100
-    lo, hi = np.percentile(means, [tail, 100 - tail])
-    return [float(lo), float(hi)]
+    @property
+    def warnings(self) -> list[str]:
+        few = sorted({r.n for r in self.rows if r.n < FEW_SEEDS})
+        if not few:
+            return []
+        return [f"some agent × task cells have only {', '.join(map(str, few))} seed(s): "
+                f"intervals over fewer than {FEW_SEEDS} seeds are wide and rest on the gains "
+                "being roughly normal; run more seeds before ranking close agents"]
 
 
-def mean_ci(values: Sequence[float]) -> tuple[float | None, list[float] | None]:
-    if not values:
-        return None, None
-    return float(np.mean(values)), interval(bootstrap_means(values))
+def agent_key(episode: EpisodeMetrics) -> str:
+    """``claude-code (opus-4, effort high)``; a built-in agent is just its name."""
+    details = [part for part in (episode.model, episode.reasoning_effort and
+                                 f"effort {episode.reasoning_effort}") if part]
+    return f"{episode.agent} ({', '.join(details)})" if details else episode.agent
 
 
 def build_leaderboard(episodes: Sequence[EpisodeMetrics]) -> Leaderboard:
     cells: dict[tuple[str, str], list[EpisodeMetrics]] = defaultdict(list)
     for episode in episodes:
-        cells[(episode.agent, episode.task)].append(episode)
+        cells[(agent_key(episode), episode.task)].append(episode)
     board = Leaderboard(rows=[_row(agent, task, cells[(agent, task)])
                               for agent, task in sorted(cells)])
     by_agent: dict[str, dict[str, list[EpisodeMetrics]]] = defaultdict(dict)
     for (agent, task), group in cells.items():
         by_agent[agent][task] = group
-    board.aggregate = [_aggregate(agent, by_agent[agent]) for agent in sorted(by_agent)]
+    aggregate = [_aggregate(agent, by_agent[agent]) for agent in sorted(by_agent)]
+    board.aggregate = sorted(aggregate, key=lambda a: -np.inf if a.gain_mean is None
+                             else -a.gain_mean)
+    board.paired = paired_differences(cells)
     return board
+
+
+def paired_differences(
+        cells: dict[tuple[str, str], list[EpisodeMetrics]]) -> list[PairedDifference]:
+    """Every pair of agents on every task they share, over the seeds both ran."""
+    pairs = []
+    for task in sorted({task for _, task in cells}):
+        agents = sorted(agent for agent, t in cells if t == task)
+        for agent, other in combinations(agents, 2):
+            mine = {e.seed: e.gain for e in cells[(agent, task)] if e.gain is not None}
+            theirs = {e.seed: e.gain for e in cells[(other, task)] if e.gain is not None}
+            seeds = sorted(mine.keys() & theirs.keys())
+            if not seeds:
+                continue
+            mean, ci = mean_ci([mine[s] - theirs[s] for s in seeds])
+            pairs.append(PairedDifference(agent=agent, other=other, task=task, seeds=seeds,
+                                          gain_difference_mean=mean or 0.0,
+                                          gain_difference_ci=ci))
+    return pairs
+
+
+def _cost(group: Sequence[EpisodeMetrics]) -> Cost:
+    budgets = [e.budget for e in group]
+    return Cost(dollars=float(np.mean([b.llm_dollars for b in budgets])),
+                input_tokens=float(np.mean([b.llm_input_tokens for b in budgets])),
+                cached_input_tokens=float(np.mean([b.llm_cached_input_tokens for b in budgets])),
+                output_tokens=float(np.mean([b.llm_output_tokens for b in budgets])))
 
 
 def _values(group: Sequence[EpisodeMetrics], field: str) -> list[float]:
@@ -134,18 +183,13 @@ def _row(agent: str, task: str, group: list[EpisodeMetrics]) -> LeaderboardRow:
         improvement_share=_mean(_values(group, "improvement_share")),
         val_test_gap=_mean(_values(group, "val_test_gap")),
         validations_used=float(np.mean([e.validations_used for e in group])),
+        cost=_cost(group),
     )
 
 
 def _stratified(tasks: dict[str, list[EpisodeMetrics]],
                 field: str) -> tuple[float | None, list[float] | None]:
-    per_task = [values for group in tasks.values() if (values := _values(group, field))]
-    if not per_task:
-        return None, None
-    mean = float(np.mean([np.mean(values) for values in per_task]))
-    draws = np.mean([bootstrap_means(values, seed=SEED + i)
-                     for i, values in enumerate(per_task)], axis=0)
-    return mean, interval(draws)
+    return stratified_ci([_values(group, field) for group in tasks.values()])
 
 
 def _aggregate(agent: str, tasks: dict[str, list[EpisodeMetrics]]) -> AggregateRow:
@@ -155,8 +199,10 @@ def _aggregate(agent: str, tasks: dict[str, list[EpisodeMetrics]]) -> AggregateR
     rates = {field: _mean([v for group in ordered.values() if (v := _mean(_values(group, field)))
                            is not None])
              for field in ("codesign_rate", "algorithm_change_rate")}
-    return AggregateRow(agent=agent, tasks=len(ordered),
-                        n=sum(len(group) for group in ordered.values()),
+    everything = [e for group in ordered.values() for e in group]
+    return AggregateRow(agent=agent, tasks=len(ordered), n=len(everything),
+                        cost=_cost(everything),
+                        dollars_total=sum(e.budget.llm_dollars for e in everything),
                         gain_mean=gain, gain_ci=gain_ci, normalized_gain_mean=norm,
                         normalized_gain_ci=norm_ci, **rates)
 

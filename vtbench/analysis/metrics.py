@@ -40,14 +40,17 @@ class BudgetSplit(Strict):
 
     wall_seconds: float
     agent_seconds: float
+    """The agent's own time, neither training nor waiting for a validation: reading,
+    editing, thinking, merging."""
     training_seconds: float
-    other_agent_seconds: float
-    """Agent time not spent training: reading, editing, thinking, merging."""
+    grading_seconds: float
+    runner_seconds: float
     grader_compute_seconds: float
     validations_used: int
     validations_free: int
     """Cached repeats and failed validations that spent no credit."""
     llm_input_tokens: int
+    llm_cached_input_tokens: int = 0
     llm_output_tokens: int
     llm_dollars: float
     validations_by_change: dict[str, int] = Field(default_factory=dict)
@@ -58,6 +61,8 @@ class BudgetSplit(Strict):
 class EpisodeMetrics(Strict):
     episode_id: str
     agent: str
+    model: str | None = None
+    reasoning_effort: str | None = None
     task: str
     seed: int
     status: str
@@ -97,7 +102,8 @@ def episode_metrics(record: EpisodeRecord, history: EpisodeHistory) -> EpisodeMe
     iterations = _iterations(history)
     classified = history.error is None and bool(iterations)
     return EpisodeMetrics(
-        episode_id=record.episode_id, agent=record.agent, task=record.task, seed=record.seed,
+        episode_id=record.episode_id, agent=record.agent, model=record.model,
+        reasoning_effort=record.reasoning_effort, task=record.task, seed=record.seed,
         status=record.status, submitted=record.submitted, initial_test=record.initial_test,
         final_test=record.final_test, reference_test=record.reference_test, gain=record.gain,
         normalized_gain=record.normalized_gain, validations_used=record.validations_used,
@@ -187,10 +193,12 @@ def _budget(record: EpisodeRecord, history: EpisodeHistory) -> BudgetSplit:
                   else "+".join(step.change.touched) or "none"] += 1
     return BudgetSplit(
         wall_seconds=spent.wall_seconds, agent_seconds=spent.agent_seconds,
-        training_seconds=spent.training_seconds,
-        other_agent_seconds=max(0.0, spent.agent_seconds - spent.training_seconds),
+        training_seconds=spent.training_seconds, grading_seconds=spent.grading_seconds,
+        runner_seconds=spent.runner_seconds,
         grader_compute_seconds=spent.grader_compute_seconds,
         validations_used=record.validations_used,
         validations_free=len(record.validations) - record.validations_used,
-        llm_input_tokens=record.llm.input_tokens, llm_output_tokens=record.llm.output_tokens,
+        llm_input_tokens=record.llm.input_tokens,
+        llm_cached_input_tokens=record.llm.cached_input_tokens,
+        llm_output_tokens=record.llm.output_tokens,
         llm_dollars=record.llm.dollars, validations_by_change=dict(by_change))

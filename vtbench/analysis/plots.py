@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from vtbench.analysis.changes import ALL_KINDS, KINDS
-from vtbench.analysis.leaderboard import Leaderboard
+from vtbench.analysis.leaderboard import Leaderboard, agent_key
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -110,7 +110,7 @@ def validation_scores(episodes: Sequence["Episode"], agents: Sequence[str],
                 touched = step.change.touched if step and step.change else None
                 points[step_category(touched)].append((minutes, validation.score))
             if path:
-                lines[episode.record.agent].append(path)
+                lines[agent_key(episode.metrics)].append(path)
         for agent, paths in lines.items():
             ax.add_collection(LineCollection(paths, colors=colours[agent], linewidths=1.0,
                                              alpha=0.55))
@@ -147,7 +147,7 @@ def kind_mix(episodes: Sequence["Episode"], agents: Sequence[str]) -> bytes:
     """Share of each change kind among all changes an agent made (one bar per agent)."""
     counts: dict[str, Counter[str]] = {a: Counter() for a in agents}
     for episode in episodes:
-        counts[episode.record.agent].update(episode.metrics.kind_counts)
+        counts[agent_key(episode.metrics)].update(episode.metrics.kind_counts)
     figure = _figure(10, 0.55 * len(agents) + 1.6, left=1.2)
     ax = figure.subplots()
     left = [0.0] * len(agents)
@@ -169,7 +169,7 @@ def kind_mix(episodes: Sequence["Episode"], agents: Sequence[str]) -> bytes:
 
 
 def gain_per_task(board: Leaderboard) -> bytes:
-    """Mean test gain per task and agent with its 95% bootstrap interval."""
+    """Mean test gain per task and agent with its interval (none drawn for one seed)."""
     agents, tasks = board.agents, board.tasks
     colours = agent_colours(agents)
     figure = _figure(min(12.0, max(6.0, 0.6 * len(tasks) * len(agents) + 3)), 3.6)
@@ -179,12 +179,13 @@ def gain_per_task(board: Leaderboard) -> bytes:
         xs, ys, lows, highs = [], [], [], []
         for j, task in enumerate(tasks):
             row = board.row(agent, task)
-            if row is None or row.gain_mean is None or row.gain_ci is None:
+            if row is None or row.gain_mean is None:
                 continue
+            ci = row.gain_ci or [row.gain_mean, row.gain_mean]
             xs.append(j - 0.4 + width * (i + 0.5))
             ys.append(row.gain_mean)
-            lows.append(row.gain_mean - row.gain_ci[0])
-            highs.append(row.gain_ci[1] - row.gain_mean)
+            lows.append(row.gain_mean - ci[0])
+            highs.append(ci[1] - row.gain_mean)
         ax.bar(xs, ys, width=width * 0.9, color=colours[agent], alpha=0.8, label=as_text(agent))
         ax.errorbar(xs, ys, yerr=[lows, highs], fmt="o", markersize=3, color="#222222",
                     ecolor="#222222", capsize=3)
@@ -217,5 +218,29 @@ def behaviour_rates(board: Leaderboard) -> bytes:
     ax.set_ylim(0, 1)
     ax.set_ylabel("share of iterations")
     ax.grid(axis="y", alpha=0.25)
+    _side_legend(figure)
+    return png(figure)
+
+
+def cost_per_agent(board: Leaderboard) -> bytes:
+    """Mean LLM dollars per episode per agent, beside its input (cached part shaded) and
+    output tokens; agents in leaderboard order."""
+    agents = [row.agent for row in board.aggregate]
+    figure = _figure(10, 0.5 * len(agents) + 1.6, left=1.8)
+    dollars, tokens = figure.subplots(1, 2, sharey=True)
+    labels = [as_text(a) for a in agents]
+    costs = [row.cost for row in board.aggregate]
+    dollars.barh(labels, [c.dollars for c in costs], color="#4c72b0")
+    dollars.set_xlabel("$ per episode")
+    fresh = [c.input_tokens - c.cached_input_tokens for c in costs]
+    cached = [c.cached_input_tokens for c in costs]
+    tokens.barh(labels, cached, color="#9ecae1", label="cached input")
+    tokens.barh(labels, fresh, left=cached, color="#2171b5", label="uncached input")
+    tokens.barh(labels, [c.output_tokens for c in costs],
+                left=[c.input_tokens for c in costs], color="#dd8452", label="output")
+    tokens.set_xlabel("tokens per episode")
+    for ax in (dollars, tokens):
+        ax.grid(axis="x", alpha=0.25)
+    dollars.invert_yaxis()
     _side_legend(figure)
     return png(figure)

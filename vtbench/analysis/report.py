@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from vtbench.analysis import plots
-from vtbench.analysis.leaderboard import Leaderboard, build_leaderboard, published_table
+from vtbench.analysis.leaderboard import (
+    Cost,
+    Leaderboard,
+    agent_key,
+    build_leaderboard,
+    published_table,
+)
 from vtbench.analysis.loading import Episode
 
 CSS = """
@@ -66,31 +72,58 @@ def _ci(ci: list[float] | None) -> str:
     return "" if ci is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
 
 
+def _cost(cost: Cost) -> list[str]:
+    return [f"${cost.dollars:.2f}", _tokens(cost.input_tokens), _tokens(cost.cached_input_tokens),
+            _tokens(cost.output_tokens)]
+
+
+def _tokens(count: float) -> str:
+    return f"{count / 1000:.1f}k" if count >= 1000 else f"{count:.0f}"
+
+
+COST_HEADERS = ["$ / episode", "input tok", "cached tok", "output tok"]
+
+
 def leaderboard_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     headers = ["agent", "task", "n", "submitted", "gain", "95% CI", "norm. gain", "95% CI ",
                "initial → final", "co-design", "D+T+H", "algorithm",
-               "improving", "val→test gap", "validations"]
+               "improving", "val→test gap", "validations", *COST_HEADERS]
     rows = [[r.agent, r.task, str(r.n), _pct(r.submitted_rate), _num(r.gain_mean, signed=True),
              _ci(r.gain_ci), _num(r.normalized_gain_mean, signed=True), _ci(r.normalized_gain_ci),
              f"{_num(r.initial_test)} → {_num(r.final_test_mean)}",
              _pct(r.codesign_rate), _pct(r.full_codesign_rate), _pct(r.algorithm_change_rate),
              _pct(r.improvement_share), _num(r.val_test_gap, signed=True),
-             f"{r.validations_used:.1f}"] for r in board.rows]
+             f"{r.validations_used:.1f}", *_cost(r.cost)] for r in board.rows]
     return headers, rows
 
 
 def aggregate_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     headers = ["agent", "tasks", "episodes", "gain", "95% CI", "norm. gain", "95% CI ",
-               "co-design", "algorithm"]
+               "co-design", "algorithm", *COST_HEADERS, "$ total"]
     rows = [[a.agent, str(a.tasks), str(a.n), _num(a.gain_mean, signed=True), _ci(a.gain_ci),
              _num(a.normalized_gain_mean, signed=True), _ci(a.normalized_gain_ci),
-             _pct(a.codesign_rate), _pct(a.algorithm_change_rate)] for a in board.aggregate]
+             _pct(a.codesign_rate), _pct(a.algorithm_change_rate), *_cost(a.cost),
+             f"${a.dollars_total:.2f}"] for a in board.aggregate]
     return headers, rows
+
+
+def paired_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    headers = ["agent", "minus", "task", "seeds", "gain difference", "95% CI"]
+    rows = [[p.agent, p.other, p.task, ", ".join(map(str, p.seeds)),
+             _num(p.gain_difference_mean, signed=True), _ci(p.gain_difference_ci)]
+            for p in board.paired]
+    return headers, rows
+
+
+def interval_note(board: Leaderboard) -> str:
+    return (f"intervals: {board.level:.0%} {board.method} intervals of the mean over seeds "
+            "(none for a single seed)")
 
 
 def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str]]]:
     headers = ["episode", "agent", "task", "seed", "validations", "best val", "gain",
-               "co-design", "algorithm", "first improvement", "changes", "training / agent s"]
+               "co-design", "algorithm", "first improvement", "changes",
+               "agent / training / grading s", "$", "input tok", "cached tok", "output tok"]
     rows = []
     for e in episodes:
         m = e.metrics
@@ -98,10 +131,14 @@ def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str
             m.history_error or "none")
         first = "–" if m.time_to_first_improvement is None else \
             f"{m.time_to_first_improvement / 60:.1f} min"
-        rows.append([m.episode_id, m.agent, m.task, str(m.seed), str(m.validations_used),
+        spent = m.budget
+        rows.append([m.episode_id, agent_key(m), m.task, str(m.seed), str(m.validations_used),
                      _num(m.best_val), _num(m.gain, signed=True), _pct(m.codesign_rate),
                      _pct(m.algorithm_change_rate), first, kinds,
-                     f"{m.budget.training_seconds:.0f} / {m.budget.agent_seconds:.0f}"])
+                     f"{m.budget.agent_seconds:.0f} / {m.budget.training_seconds:.0f} / "
+                     f"{m.budget.grading_seconds:.0f}", f"${spent.llm_dollars:.2f}",
+                     _tokens(spent.llm_input_tokens), _tokens(spent.llm_cached_input_tokens),
+                     _tokens(spent.llm_output_tokens)])
     return headers, rows
 
 
@@ -156,7 +193,11 @@ def render_html(report: Report) -> str:
         _img(plots.kind_mix(episodes, board.agents), "change-kind mix per agent",
              "Change-kind mix per agent: share of each kind among all classified changes."),
         _img(plots.gain_per_task(board), "gain per task",
-             "Mean test gain per task with 95% bootstrap intervals over seeds."),
+             f"Mean test gain per task with {board.level:.0%} {board.method} intervals over "
+             "seeds."),
+        _img(plots.cost_per_agent(board), "cost per agent",
+             "Mean LLM cost per episode and agent (dollars; cached and uncached input tokens, "
+             "output tokens), as the gateway metered it."),
         _img(plots.behaviour_rates(board), "behaviour rates",
              "Share of iterations that touch ≥ 2 components, all 3, or the training algorithm."),
     ]
@@ -166,12 +207,13 @@ def render_html(report: Report) -> str:
         f"<style>{CSS}</style></head><body>",
         "<h1>VibeTraining-Bench report</h1>",
         f'<p class="lede">{len(episodes)} episodes · {len(board.agents)} agents · '
-        f"{len(board.tasks)} tasks · intervals: {board.level:.0%} bootstrap, "
-        f"{board.resamples} resamples, seed {board.seed}</p>", note,
+        f"{len(board.tasks)} tasks · {html.escape(interval_note(board))}</p>", note,
+        *(f'<p class="note">warning: {html.escape(w)}</p>' for w in board.warnings),
         "<h2>Leaderboard</h2>", _html_table(leaderboard_table(board), "leaderboard"),
         "<h2>Initial → final test score</h2>",
         _html_table(published_table(board), "published"),
         "<h2>Across tasks</h2>", _html_table(aggregate_table(board), "aggregate"),
+        "<h2>Paired differences</h2>", _html_table(paired_table(board), "paired"),
         "<h2>Figures</h2>", *figures,
         f"<h2>Episodes</h2><details><summary>{len(episodes)} episodes</summary>",
         _html_table(episode_table(episodes), "episodes"), "</details>",
@@ -194,10 +236,10 @@ def render_markdown(report: Report) -> str:
     return "\n\n".join([
         "# VibeTraining-Bench report",
         f"{len(report.episodes)} episodes, {len(board.agents)} agents, {len(board.tasks)} "
-        f"tasks; intervals are {board.level:.0%} bootstrap intervals ({board.resamples} "
-        f"resamples, seed {board.seed}).",
+        f"tasks; {interval_note(board)}.", *(f"Warning: {w}" for w in board.warnings),
         "## Leaderboard", _md_table(leaderboard_table(board)),
         "## Initial → final test score", _md_table(published_table(board)),
         "## Across tasks", _md_table(aggregate_table(board)),
+        "## Paired differences", _md_table(paired_table(board)),
         "## Episodes", _md_table(episode_table(report.episodes)),
     ]) + "\n"

@@ -176,11 +176,14 @@ def _record(agent: str, task: str, seed: int, commits: list[str], scores: list[f
                               harness_hash=_fake_id("h", 0 if best is None else best + 1),
                               elapsed_seconds=elapsed),
         candidates=candidates,
-        spent=BudgetSpent(wall_seconds=elapsed + 30, agent_seconds=elapsed,
+        spent=BudgetSpent(wall_seconds=elapsed + 30,
+                          agent_seconds=elapsed - 140.0 * len(scores),
                           training_seconds=120.0 * len(scores),
+                          grading_seconds=20.0 * len(scores), runner_seconds=30.0,
                           grader_compute_seconds=20.0 * len(scores),
                           validations=len(scores)),
-        llm=LlmUsage(input_tokens=9000 * len(scores), output_tokens=1500 * len(scores),
+        llm=LlmUsage(input_tokens=9000 * len(scores), cached_input_tokens=6000 * len(scores),
+                     output_tokens=1500 * len(scores),
                      dollars=round(0.05 * len(scores), 4), requests=12 * len(scores)),
     )
 

@@ -22,7 +22,7 @@ def report(
     export: Annotated[Path | None, typer.Option(
         "--export", help="Write one trajectory JSON per episode into this folder.")] = None,
 ) -> None:
-    """Build the leaderboard (means and 95% bootstrap intervals over seeds) and report it."""
+    """Build the leaderboard (means and 95% Student t intervals over seeds) and report it."""
     from vtbench.analysis import export as trajectory_export
     from vtbench.analysis.loading import load_episodes
     from vtbench.analysis.report import (
