@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from vtbench.analysis.report import SECTIONS
 from vtbench.analysis.synthetic import make_episodes
 
 AGENTS, TASKS, SEEDS = ["reference", "noop"], ["arith", "textfix"], [0, 1, 2]
@@ -101,7 +102,12 @@ def test_html_renders_in_headless_chromium(html_report: Path, tmp_path: Path) ->
 
     pixels = imread(shot)
     assert pixels.shape[:2] == (2400, 1280) and pixels.std() > 0.05
-    assert 'id="leaderboard"' in dom and dom.count("<img") >= 3
+    shown = re.findall(r'<section id="([^"]+)"', dom)
+    assert shown == SECTIONS == ["gain", "leaderboard", "cost", "val-test", "behaviour",
+                                 "paired", "episodes"]
+    assert dom.index('<table id="aggregate">') < dom.index('<table id="leaderboard">')
+    assert dom.count('<details class="episode"') == len(AGENTS) * len(TASKS) * len(SEEDS)
+    assert dom.count("<img") >= 6
 
 
 def test_missing_folder_is_one_line_with_the_fix(tmp_path: Path) -> None:
@@ -138,3 +144,21 @@ def test_names_from_records_are_escaped_and_plotted_as_text(tmp_path: Path) -> N
     page = out.read_text()
     assert "<b>x</b>" not in page and "command:&lt;b&gt;x&lt;/b&gt;$a^{$" in page
     assert page.count("<img") >= 3
+
+
+def test_each_episode_shows_its_validations_changes_and_lineage(html_report: Path) -> None:
+    page = html_report.read_text()
+    section = page[page.index('<details class="episode" id="episode-arith-reference-s0"'):]
+    section = section[:section.index("</details>")]
+    assert "Validations over time" in section and "Candidates' lineage" in section
+    assert re.search(r"<td>validation</td>", section)
+    assert re.search(r"<td>(trained|merged|initial|reused)</td>", section)
+
+
+def test_co_design_is_counted_per_episode_as_well_as_per_step(runs: Path) -> None:
+    rows = json.loads(run_cli("report", str(runs), "--json").stdout)
+    reference = next(r for r in rows if r["agent"] == "reference")
+    assert reference["episode_codesign_rate"] == 1.0
+    assert reference["codesign_rate"] < reference["episode_codesign_rate"]
+    noop = next(r for r in rows if r["agent"] == "noop")
+    assert noop["episode_codesign_rate"] is None or noop["episode_codesign_rate"] == 0

@@ -48,6 +48,8 @@ class LeaderboardRow(Strict):
     reference_test: float | None
     codesign_rate: float | None
     full_codesign_rate: float | None
+    episode_codesign_rate: float | None
+    """Share of episodes that changed two or more components over all their steps."""
     algorithm_change_rate: float | None
     improvement_share: float | None
     val_test_gap: float | None
@@ -64,6 +66,7 @@ class AggregateRow(Strict):
     normalized_gain_mean: float | None
     normalized_gain_ci: list[float] | None
     codesign_rate: float | None
+    episode_codesign_rate: float | None
     algorithm_change_rate: float | None
     cost: Cost
     dollars_total: float
@@ -151,6 +154,11 @@ def paired_differences(
     return pairs
 
 
+def _episode_codesign(group: Sequence[EpisodeMetrics]) -> float | None:
+    known = [len(e.episode_components) >= 2 for e in group if e.episode_components is not None]
+    return sum(known) / len(known) if known else None
+
+
 def _cost(group: Sequence[EpisodeMetrics]) -> Cost:
     budgets = [e.budget for e in group]
     return Cost(dollars=float(np.mean([b.llm_dollars for b in budgets])),
@@ -179,6 +187,7 @@ def _row(agent: str, task: str, group: list[EpisodeMetrics]) -> LeaderboardRow:
         reference_test=_mean(_values(group, "reference_test")),
         codesign_rate=_mean(_values(group, "codesign_rate")),
         full_codesign_rate=_mean(_values(group, "full_codesign_rate")),
+        episode_codesign_rate=_episode_codesign(group),
         algorithm_change_rate=_mean(_values(group, "algorithm_change_rate")),
         improvement_share=_mean(_values(group, "improvement_share")),
         val_test_gap=_mean(_values(group, "val_test_gap")),
@@ -194,12 +203,13 @@ def _stratified(tasks: dict[str, list[EpisodeMetrics]],
 
 def _aggregate(agent: str, tasks: dict[str, list[EpisodeMetrics]]) -> AggregateRow:
     ordered = {task: tasks[task] for task in sorted(tasks)}
+    everything = [e for group in ordered.values() for e in group]
     gain, gain_ci = _stratified(ordered, "gain")
     norm, norm_ci = _stratified(ordered, "normalized_gain")
     rates = {field: _mean([v for group in ordered.values() if (v := _mean(_values(group, field)))
                            is not None])
              for field in ("codesign_rate", "algorithm_change_rate")}
-    everything = [e for group in ordered.values() for e in group]
+    rates["episode_codesign_rate"] = _episode_codesign(everything)
     return AggregateRow(agent=agent, tasks=len(ordered), n=len(everything),
                         cost=_cost(everything),
                         dollars_total=sum(e.budget.llm_dollars for e in everything),

@@ -81,6 +81,9 @@ class EpisodeMetrics(Strict):
     iterations: int
     codesign_rate: float | None
     full_codesign_rate: float | None
+    episode_components: list[str] | None = None
+    """Components the episode changed over all its steps (D, T, H order); None when its
+    history could not be classified. Co-design per episode: two or more of them."""
     algorithm_change_rate: float | None
     kind_counts: dict[str, int]
     """Iterations showing each change kind (an iteration may show several)."""
@@ -113,6 +116,7 @@ def episode_metrics(record: EpisodeRecord, history: EpisodeHistory) -> EpisodeMe
         iterations=len(iterations),
         codesign_rate=_rate(iterations, lambda s: len(_touched(s)) >= 2, classified),
         full_codesign_rate=_rate(iterations, lambda s: len(_touched(s)) == 3, classified),
+        episode_components=_components(iterations) if history.error is None else None,
         algorithm_change_rate=_rate(
             iterations, lambda s: "algorithm" in (s.change.kinds if s.change else []),
             classified),
@@ -157,6 +161,11 @@ def _third_gains(points: list[BestPoint],
 def _iterations(history: EpisodeHistory) -> list[Step]:
     return [s for s in history.steps
             if s.event == "validation" or (s.change is not None and s.change.touched)]
+
+
+def _components(steps: list[Step]) -> list[str]:
+    touched = {component for step in steps for component in _touched(step)}
+    return [component for component in ("D", "T", "H") if component in touched]
 
 
 def _touched(step: Step) -> list[str]:

@@ -244,3 +244,33 @@ def cost_per_agent(board: Leaderboard) -> bytes:
     dollars.invert_yaxis()
     _side_legend(figure)
     return png(figure)
+
+
+def val_vs_test(episodes: Sequence["Episode"], agents: Sequence[str]) -> bytes:
+    """Each submission's validation score against its test score, one colour per agent: the
+    diagonal is a validation score that carried over to test; below it, over-fitting to
+    the validation split."""
+    colours = agent_colours(agents)
+    figure = _figure(6.5, 4.2)
+    ax = figure.subplots()
+    points: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    for episode in episodes:
+        m = episode.metrics
+        if m.val_test_gap is None or m.final_test is None:
+            continue
+        xs, ys = points[agent_key(m)]
+        xs.append(m.final_test + m.val_test_gap)
+        ys.append(m.final_test)
+    every = [v for xs, ys in points.values() for v in (*xs, *ys)]
+    if every:
+        low, high = min(every), max(every)
+        ax.plot([low, high], [low, high], color="#999999", linewidth=0.8, linestyle="--")
+    for agent in agents:
+        if agent in points:
+            xs, ys = points[agent]
+            ax.scatter(xs, ys, s=18, color=colours[agent], alpha=0.8, label=as_text(agent))
+    ax.set_xlabel("validation score of the submission")
+    ax.set_ylabel("test score")
+    ax.grid(alpha=0.25)
+    _side_legend(figure)
+    return png(figure)

@@ -6,13 +6,12 @@ record (agent and task names, errors) is HTML-escaped. Nothing here reads anythi
 episode records, their stored histories and their workspace repositories.
 """
 
-import base64
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vtbench.analysis import plots
+from vtbench.analysis import pages, plots
 from vtbench.analysis.leaderboard import (
     Cost,
     Leaderboard,
@@ -86,12 +85,13 @@ COST_HEADERS = ["$ / episode", "input tok", "cached tok", "output tok"]
 
 def leaderboard_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     headers = ["agent", "task", "n", "submitted", "gain", "95% CI", "norm. gain", "95% CI ",
-               "initial → final", "co-design", "D+T+H", "algorithm",
+               "initial → final", "co-design", "D+T+H", "co-design / episode", "algorithm",
                "improving", "val→test gap", "validations", *COST_HEADERS]
     rows = [[r.agent, r.task, str(r.n), _pct(r.submitted_rate), _num(r.gain_mean, signed=True),
              _ci(r.gain_ci), _num(r.normalized_gain_mean, signed=True), _ci(r.normalized_gain_ci),
              f"{_num(r.initial_test)} → {_num(r.final_test_mean)}",
-             _pct(r.codesign_rate), _pct(r.full_codesign_rate), _pct(r.algorithm_change_rate),
+             _pct(r.codesign_rate), _pct(r.full_codesign_rate), _pct(r.episode_codesign_rate),
+             _pct(r.algorithm_change_rate),
              _pct(r.improvement_share), _num(r.val_test_gap, signed=True),
              f"{r.validations_used:.1f}", *_cost(r.cost)] for r in board.rows]
     return headers, rows
@@ -99,10 +99,11 @@ def leaderboard_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
 
 def aggregate_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     headers = ["agent", "tasks", "episodes", "gain", "95% CI", "norm. gain", "95% CI ",
-               "co-design", "algorithm", *COST_HEADERS, "$ total"]
+               "co-design", "co-design / episode", "algorithm", *COST_HEADERS, "$ total"]
     rows = [[a.agent, str(a.tasks), str(a.n), _num(a.gain_mean, signed=True), _ci(a.gain_ci),
              _num(a.normalized_gain_mean, signed=True), _ci(a.normalized_gain_ci),
-             _pct(a.codesign_rate), _pct(a.algorithm_change_rate), *_cost(a.cost),
+             _pct(a.codesign_rate), _pct(a.episode_codesign_rate),
+             _pct(a.algorithm_change_rate), *_cost(a.cost),
              f"${a.dollars_total:.2f}"] for a in board.aggregate]
     return headers, rows
 
@@ -142,81 +143,70 @@ def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str
     return headers, rows
 
 
-def _html_table(table: tuple[list[str], list[list[str]]], table_id: str) -> str:
-    """An HTML table; a "95% CI" column is shown under the value to its left."""
-    headers, rows = table
-    shown = [i for i, h in enumerate(headers) if not h.startswith("95% CI")]
-    head = "".join(f"<th>{html.escape(headers[i].strip())}</th>" for i in shown)
-    body = "".join(
-        "<tr>" + "".join(_html_cell(headers[i], row[i], _interval_after(headers, row, i))
-                         for i in shown) + "</tr>" for row in rows)
-    return (f'<div class="scroll"><table id="{table_id}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>")
+SECTIONS = ["gain", "leaderboard", "cost", "val-test", "behaviour", "paired", "episodes"]
+"""The HTML report's sections, in the order a researcher reads them."""
 
 
-def _interval_after(headers: list[str], row: list[str], index: int) -> str:
-    following = index + 1
-    if following < len(headers) and headers[following].startswith("95% CI"):
-        return row[following]
-    return ""
+def _section(section_id: str, title: str, *parts: str) -> str:
+    return f'<section id="{section_id}"><h2>{html.escape(title)}</h2>{"".join(parts)}</section>'
 
 
-def _html_cell(header: str, cell: str, interval: str = "") -> str:
-    css = ""
-    if header.strip() in ("gain", "norm. gain") and cell != "–":
-        value = float(cell)
-        css = ' class="pos"' if value > 0 else ' class="neg"' if value < 0 else ""
-    elif header == "changes":
-        css = ' class="l"'
-    extra = f' <span class="ci">{html.escape(interval)}</span>' if interval else ""
-    return f"<td{css}>{html.escape(cell)}{extra}</td>"
-
-
-def _img(png: bytes, alt: str, caption: str) -> str:
-    data = base64.b64encode(png).decode()
-    return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
-
-
-def render_html(report: Report) -> str:
+def _header(report: Report) -> str:
     board, episodes = report.board, report.episodes
     unclassified = [e for e in episodes if e.metrics.history_error]
     note = "" if not unclassified else (
         f'<p class="note">{len(unclassified)} episode(s) have no readable workspace history; '
         "their behavioural rates are left out. First: "
         f"{html.escape(unclassified[0].metrics.history_error or '')}</p>")
-    figures = [
-        _img(plots.validation_scores(episodes, board.agents, board.tasks),
-             "validation score over time",
-             "Validation score over agent time, one line per episode; each marker is one "
-             "validation, coloured by the components changed since the step before."),
-        _img(plots.kind_mix(episodes, board.agents), "change-kind mix per agent",
-             "Change-kind mix per agent: share of each kind among all classified changes."),
-        _img(plots.gain_per_task(board), "gain per task",
-             f"Mean test gain per task with {board.level:.0%} {board.method} intervals over "
-             "seeds."),
-        _img(plots.cost_per_agent(board), "cost per agent",
-             "Mean LLM cost per episode and agent (dollars; cached and uncached input tokens, "
-             "output tokens), as the gateway metered it."),
-        _img(plots.behaviour_rates(board), "behaviour rates",
-             "Share of iterations that touch ≥ 2 components, all 3, or the training algorithm."),
+    warnings = "".join(f'<p class="note">warning: {html.escape(w)}</p>' for w in board.warnings)
+    return ("<h1>VibeTraining-Bench report</h1>"
+            f'<p class="lede">{len(episodes)} episodes · {len(board.agents)} agents · '
+            f"{len(board.tasks)} tasks · {html.escape(interval_note(board))}</p>"
+            f"{note}{warnings}")
+
+
+def _sections(report: Report) -> list[str]:
+    board, episodes = report.board, report.episodes
+    return [
+        _section("gain", "Gain per task", pages.figure(
+            plots.gain_per_task(board), "gain per task",
+            f"Mean test gain per task with {board.level:.0%} {board.method} intervals over "
+            "seeds."), pages.table(published_table(board), "published")),
+        _section("leaderboard", "Leaderboard",
+                 pages.table(aggregate_table(board), "aggregate"),
+                 "<h3>Per task</h3>", pages.table(leaderboard_table(board), "leaderboard")),
+        _section("cost", "Cost", pages.figure(
+            plots.cost_per_agent(board), "cost per agent",
+            "Mean LLM cost per episode and agent (dollars; cached and uncached input tokens, "
+            "output tokens), as the gateway metered it.")),
+        _section("val-test", "Validation vs test", pages.figure(
+            plots.val_vs_test(episodes, board.agents), "validation vs test score",
+            "Each submission's validation score against its test score; below the diagonal "
+            "the validation score did not carry over to test.")),
+        _section("behaviour", "Behaviour",
+                 pages.figure(plots.validation_scores(episodes, board.agents, board.tasks),
+                              "validation score over time",
+                              "Validation score over agent time, one line per episode; each "
+                              "marker is one validation, coloured by the components changed "
+                              "since the step before."),
+                 pages.figure(plots.kind_mix(episodes, board.agents), "change-kind mix",
+                              "Change-kind mix per agent: share of each kind among all "
+                              "classified changes."),
+                 pages.figure(plots.behaviour_rates(board), "behaviour rates",
+                              "Share of iterations that touch ≥ 2 components, all 3, or the "
+                              "training algorithm.")),
+        _section("paired", "Paired differences", pages.table(paired_table(board), "paired")),
+        _section("episodes", "Episodes", pages.table(episode_table(episodes), "episodes"),
+                 *(pages.episode_section(e, agent_key(e.metrics)) for e in episodes)),
     ]
+
+
+def render_html(report: Report) -> str:
+    """The page: header, then :data:`SECTIONS` in order."""
     return "".join([
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
         "<title>VibeTraining-Bench report</title>",
-        f"<style>{CSS}</style></head><body>",
-        "<h1>VibeTraining-Bench report</h1>",
-        f'<p class="lede">{len(episodes)} episodes · {len(board.agents)} agents · '
-        f"{len(board.tasks)} tasks · {html.escape(interval_note(board))}</p>", note,
-        *(f'<p class="note">warning: {html.escape(w)}</p>' for w in board.warnings),
-        "<h2>Leaderboard</h2>", _html_table(leaderboard_table(board), "leaderboard"),
-        "<h2>Initial → final test score</h2>",
-        _html_table(published_table(board), "published"),
-        "<h2>Across tasks</h2>", _html_table(aggregate_table(board), "aggregate"),
-        "<h2>Paired differences</h2>", _html_table(paired_table(board), "paired"),
-        "<h2>Figures</h2>", *figures,
-        f"<h2>Episodes</h2><details><summary>{len(episodes)} episodes</summary>",
-        _html_table(episode_table(episodes), "episodes"), "</details>",
+        f"<style>{CSS}</style></head><body>", _header(report), *_sections(report),
         "</body></html>\n",
     ])
 
