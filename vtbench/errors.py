@@ -41,6 +41,10 @@ class HarnessError(VtbenchError):
     """The harness process failed, timed out or wrote malformed output."""
 
 
+class ScorerError(VtbenchError):
+    """A task's trusted scorer raised on a well-formed output: the grader's failure."""
+
+
 class MissingDependency(VtbenchError):
     """An optional package is needed; the hint names the pip install."""
 
@@ -55,6 +59,10 @@ class EpisodeNotFound(GraderError):
 
 class BudgetExhausted(GraderError):
     """The episode has no validation credits or grader compute seconds left."""
+
+
+class EpisodeClosed(BudgetExhausted):
+    """The episode is closed: it takes no more validations, submissions or intakes."""
 
 
 class AlreadySubmitted(GraderError):

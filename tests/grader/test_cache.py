@@ -9,7 +9,8 @@ from vtbench.grader.cache import CacheKey, ResultCache
 
 def key(**changes: object) -> CacheKey:
     fields: dict[str, object] = {
-        "task": "mini", "split": "val", "model_hash": "m" * 64, "harness_hash": "h" * 64,
+        "episode": "ep-1", "task": "mini", "split": "val", "model_hash": "m" * 64,
+        "harness_hash": "h" * 64,
         "decoding": {"temperature": 0.0, "max_tokens": 8},
     }
     fields.update(changes)
@@ -28,7 +29,7 @@ def test_every_part_of_the_key_matters() -> None:
     cache = ResultCache()
     cache.put(key(), {"score": 0.7})
     for changed in (
-        key(task="other"), key(split="test"), key(model_hash="x" * 64),
+        key(episode="ep-2"), key(task="other"), key(split="test"), key(model_hash="x" * 64),
         key(harness_hash="y" * 64), key(decoding={"temperature": 0.5, "max_tokens": 8}),
         key(decoding=None),
     ):
@@ -50,5 +51,5 @@ def test_cache_shares_the_ledger_database_without_disturbing_it() -> None:
     assert ledger.path == layout.grader_db()
     tables = {row[0] for row in sqlite3.connect(ledger.path).execute(
         "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"result_cache", "episodes", "budget_rows"} <= tables
+    assert {"episode_result_cache", "episodes", "budget_rows"} <= tables
     assert ledger.check_consistency() == []

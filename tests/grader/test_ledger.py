@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from vtbench import layout
-from vtbench.errors import AlreadySubmitted, BudgetExhausted, EpisodeNotFound, LedgerStateError
+from vtbench.errors import (
+    AlreadySubmitted,
+    BudgetExhausted,
+    EpisodeClosed,
+    EpisodeNotFound,
+    LedgerStateError,
+)
 from vtbench.grader import EpisodeBudgets, Ledger
 
 INPUTS = {"model_hash": "m" * 64, "harness_hash": "h" * 64, "split": "val"}
@@ -220,3 +226,12 @@ def test_twenty_processes_never_overspend_a_budget_of_five() -> None:
     assert ledger.remaining("ep1").validations == 0
     assert len(ledger.validations("ep1")) == 5
     assert ledger.check_consistency() == []
+
+
+def test_closed_episode_takes_no_submission_and_records_the_refusal() -> None:
+    ledger = new_ledger()
+    ledger.close_episode("ep1")
+    with pytest.raises(EpisodeClosed, match="is closed"):
+        ledger.record_submission("ep1", "m" * 64, "pristine")
+    assert ledger.submission("ep1") is None
+    assert [e["kind"] for e in ledger.events("ep1")][-1] == "submission_refused"

@@ -1,8 +1,10 @@
 """The result cache: a repeated validation of the same system spends no compute.
 
 Trusted code; it lives in the grader's database next to the ledger (another table,
-another connection, the same WAL file). A key is (task, split, model hash, harness
-hash, decoding); hashes are tree hashes from intake, so a key names exact bytes. The
+another connection, the same WAL file). A key is (episode, task, split, model hash,
+harness hash, decoding); hashes are tree hashes from intake, so a key names exact bytes.
+The episode is part of the key so that one episode's paid validation is never another's
+free one, and a cache hit tells an agent nothing about what other episodes validated. The
 decoding is stored as canonical JSON (sorted keys, no spaces, ``null`` when the harness
 chooses its own), so equal settings always give equal keys. Only completed results are
 cached; the first stored result for a key is kept (an evaluation of the same bytes with
@@ -23,7 +25,8 @@ from vtbench import layout
 from vtbench.grader import db
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS result_cache (
+CREATE TABLE IF NOT EXISTS episode_result_cache (
+    episode TEXT NOT NULL,
     task TEXT NOT NULL,
     split TEXT NOT NULL,
     model_hash TEXT NOT NULL,
@@ -31,7 +34,7 @@ CREATE TABLE IF NOT EXISTS result_cache (
     decoding TEXT NOT NULL,
     result TEXT NOT NULL,
     created REAL NOT NULL,
-    PRIMARY KEY (task, split, model_hash, harness_hash, decoding)
+    PRIMARY KEY (episode, task, split, model_hash, harness_hash, decoding)
 )
 """
 
@@ -39,15 +42,16 @@ CREATE TABLE IF NOT EXISTS result_cache (
 class CacheKey(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    episode: str
     task: str
     split: str
     model_hash: str
     harness_hash: str
     decoding: dict[str, Any] | None
 
-    def row(self) -> tuple[str, str, str, str, str]:
+    def row(self) -> tuple[str, str, str, str, str, str]:
         decoding = json.dumps(self.decoding, sort_keys=True, separators=(",", ":"))
-        return (self.task, self.split, self.model_hash, self.harness_hash, decoding)
+        return (self.episode, self.task, self.split, self.model_hash, self.harness_hash, decoding)
 
 
 class ResultCache:
@@ -68,8 +72,8 @@ class ResultCache:
 
     def _read_row(self, key: CacheKey) -> Any:
         return self._conn.execute(
-            "SELECT result FROM result_cache WHERE task = ? AND split = ? AND model_hash = ?"
-            " AND harness_hash = ? AND decoding = ?",
+            "SELECT result FROM episode_result_cache WHERE episode = ? AND task = ? AND split = ?"
+            " AND model_hash = ? AND harness_hash = ? AND decoding = ?",
             key.row(),
         ).fetchone()
 
@@ -77,11 +81,12 @@ class ResultCache:
         """Store a completed result; False when the key already had one (kept as is)."""
         with self._lock, db.immediate(self._conn) as conn:
             inserted = conn.execute(
-                "INSERT OR IGNORE INTO result_cache VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO episode_result_cache VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (*key.row(), json.dumps(result, sort_keys=True), time.time()),
             ).rowcount
         return bool(inserted)
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM result_cache").fetchone()[0])
+            counted = self._conn.execute("SELECT COUNT(*) FROM episode_result_cache")
+            return int(counted.fetchone()[0])

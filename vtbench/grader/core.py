@@ -30,6 +30,7 @@ import secrets
 import subprocess
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,6 +57,7 @@ from vtbench.grader.lineage import (
     candidate_views,
 )
 from vtbench.grader.merge import Merger, MergeRequest, MergeResult
+from vtbench.grader.storekeeper import StoreKeeper
 
 log = logging.getLogger("vtbench.grader")
 PRISTINE = "pristine"
@@ -182,6 +184,7 @@ class Grader:
         self.sandbox = sandbox
         self.lineage = LineageBook(self.ledger.path)
         self.merger = Merger(self.ledger, self.lineage)
+        self.store = StoreKeeper(self.ledger)
         self._operator_hash = token_hash(operator_token())
         self._workers = workers
         self._threads: list[threading.Thread] = []
@@ -195,6 +198,7 @@ class Grader:
         from vtbench.evaluation.standby import replenish
         from vtbench.sandbox import get_sandbox
 
+        self.store.sweep()
         report = self.ledger.recover(inputs_intact=self._inputs_intact)
         log.info("recovered: %s", report.model_dump())
         if self.sandbox == "bwrap":
@@ -257,9 +261,11 @@ class Grader:
         return operator_status(self.ledger)
 
     def finish_episode(self, episode_id: str) -> TestResult:
-        """Close the episode and score its submission on the test split (once)."""
+        """Close the episode (its intakes stop, its requests end) and score its submission
+        on the test split (once)."""
         self.ledger.episode(episode_id)
         self.ledger.close_episode(episode_id)
+        self.store.close(episode_id)
         submission = self.ledger.submission(episode_id)
         if submission is not None and submission.state == "pending":
             self._score_submission(episode_id, submission.model_hash, submission.harness_hash)
@@ -305,20 +311,30 @@ class Grader:
         return Path(episode.workspace)
 
     def _intake(self, episode: Episode, model: str,
-                harness: str | None) -> tuple[StoredCandidate, StoredCandidate | None, bool]:
-        """Intake the candidate; the harness only where the task lets the agent change it."""
+                harness: str | None) -> tuple[StoredCandidate, StoredCandidate | None]:
+        """Intake the candidate; the harness only where the task lets the agent change it.
+        Call inside ``self.store.request(episode)``."""
         from vtbench.tasks import find_task
 
         workspace = self._workspace(episode)
+
+        def stop() -> bool:
+            return self.store.stopped(episode.id)
+
         try:
-            stored_model = intake_from(workspace, model, "model")
+            stored_model = intake_from(workspace, model, "model",
+                                       limits=self.store.limits(episode), stop=stop)
+            self.store.record(episode.id, stored_model)
             editable = find_task(episode.task).spec.harness_editable
-            stored_harness = (intake_from(workspace, harness, "harness")
-                              if editable and harness is not None else None)
+            stored_harness = None
+            if editable and harness is not None:
+                stored_harness = intake_from(workspace, harness, "harness",
+                                             limits=self.store.limits(episode), stop=stop)
+                self.store.record(episode.id, stored_harness)
         except VtbenchError as err:
             self.ledger.log_event(episode.id, "candidate_refused", error=err.one_line())
             raise
-        return stored_model, stored_harness, editable
+        return stored_model, stored_harness
 
     @staticmethod
     def _snapshot(episode: Episode, message: str) -> Snapshot | None:
@@ -365,26 +381,45 @@ class Grader:
 
     def validate(self, episode: Episode, model: str, harness: str | None = None,
                  wait: bool = True, timeout: float = 3600.0) -> ValidationView:
-        """Queue a validation of (model, harness) on the validation split; wait for it."""
+        """Queue a validation of (model, harness) on the validation split; wait for it.
+
+        Budget and episode state are checked before anything is copied or committed; a
+        request refused after its intake (a free repeat that was not one, a concurrent
+        request that took the last credit) leaves no unused tree in the store."""
         from vtbench.tasks import find_task
 
-        task, name = find_task(episode.task), candidate_name(model)
-        stored_model, stored_harness, _ = self._intake(episode, model, harness)
-        key = self._cache_key(task, "val", stored_model.hash,
-                              stored_harness.hash if stored_harness else PRISTINE)
+        task = find_task(episode.task)
         repeat_is_free = not task.spec.budgets.repeat_validation_costs_credit
-        credit = 0 if repeat_is_free and self.cache.get(key) is not None else 1
-        taken = self._snapshot(episode, f"validate {name}")
-        self.lineage.see(episode.id, name, stored_model, "validation", lambda: taken)
-        inputs = {"task": episode.task, "split": "val", "model_hash": stored_model.hash,
-                  "harness_hash": key.harness_hash, "candidate": name,
-                  "snapshot": taken.commit if taken else None}
-        validation_id = self.ledger.reserve_validation(episode.id, inputs, credit=credit)
+        self.ledger.check_can_validate(episode.id, credit=0 if repeat_is_free else 1)
+        with self.store.request(episode):
+            stored_model, stored_harness = self._intake(episode, model, harness)
+            key = self._cache_key(episode.id, task, "val", stored_model.hash,
+                                  stored_harness.hash if stored_harness else PRISTINE)
+            credit = 0 if repeat_is_free and self.cache.get(key) is not None else 1
+            trees = [c.hash for c in (stored_model, stored_harness) if c is not None]
+            try:
+                self.ledger.check_can_validate(episode.id, credit)
+                validation_id = self._reserve(episode, model, stored_model, key, credit)
+            except VtbenchError:
+                self.store.discard_unused(episode.id, trees)
+                raise
         with self._changed:
             self._changed.notify_all()
         if not wait:
             return view(self.ledger.validation(validation_id))
         return self._wait(validation_id, timeout)
+
+    def _reserve(self, episode: Episode, model: str, stored_model: StoredCandidate,
+                 key: CacheKey, credit: int) -> int:
+        """Snapshot D/T/H, reserve the validation, then record the candidate's lineage."""
+        name = candidate_name(model)
+        taken = self._snapshot(episode, f"validate {name}")
+        inputs = {"task": episode.task, "split": "val", "model_hash": stored_model.hash,
+                  "harness_hash": key.harness_hash, "candidate": name,
+                  "snapshot": taken.commit if taken else None}
+        validation_id = self.ledger.reserve_validation(episode.id, inputs, credit=credit)
+        self.lineage.see(episode.id, name, stored_model, "validation", lambda: taken)
+        return validation_id
 
     def _wait(self, validation_id: int, timeout: float) -> ValidationView:
         deadline = time.monotonic() + timeout
@@ -409,13 +444,20 @@ class Grader:
     def submit(self, episode: Episode, model: str, harness: str | None = None) -> SubmissionAck:
         """Record the one submission; the answer says nothing about the test."""
         name = candidate_name(model)
-        stored_model, stored_harness, _ = self._intake(episode, model, harness)
-        harness_hash = stored_harness.hash if stored_harness else PRISTINE
-        self.ledger.record_submission(episode.id, stored_model.hash, harness_hash)
-        taken = self._snapshot(episode, f"submit {name}")
-        self.lineage.see(episode.id, name, stored_model, "submission", lambda: taken)
-        self.ledger.log_event(episode.id, "submission_snapshot", candidate=name,
-                              snapshot=taken.commit if taken else None)
+        self.ledger.check_can_submit(episode.id)
+        with self.store.request(episode):
+            stored_model, stored_harness = self._intake(episode, model, harness)
+            harness_hash = stored_harness.hash if stored_harness else PRISTINE
+            try:
+                self.ledger.record_submission(episode.id, stored_model.hash, harness_hash)
+            except VtbenchError:
+                self.store.discard_unused(episode.id, [c.hash for c in (
+                    stored_model, stored_harness) if c is not None])
+                raise
+            taken = self._snapshot(episode, f"submit {name}")
+            self.lineage.see(episode.id, name, stored_model, "submission", lambda: taken)
+            self.ledger.log_event(episode.id, "submission_snapshot", candidate=name,
+                                  snapshot=taken.commit if taken else None)
         return SubmissionAck(episode=episode.id, model_hash=stored_model.hash,
                              harness_hash=harness_hash)
 
@@ -431,10 +473,12 @@ class Grader:
 
     # -- workers -----------------------------------------------------------------------
 
-    def _cache_key(self, task: Any, split: str, model_hash: str, harness_hash: str) -> CacheKey:
+    @staticmethod
+    def _cache_key(episode_id: str, task: Any, split: str, model_hash: str,
+                   harness_hash: str) -> CacheKey:
         harness_spec = task.spec.components.harness
         decoding = None if harness_spec.editable else harness_spec.decoding.model_dump()
-        return CacheKey(task=task.id, split=split, model_hash=model_hash,
+        return CacheKey(episode=episode_id, task=task.id, split=split, model_hash=model_hash,
                         harness_hash=harness_hash, decoding=decoding)
 
     def _work(self) -> None:
@@ -476,7 +520,8 @@ class Grader:
 
         inputs = validation.inputs
         task = find_task(inputs["task"])
-        key = self._cache_key(task, inputs["split"], inputs["model_hash"], inputs["harness_hash"])
+        key = self._cache_key(validation.episode, task, inputs["split"], inputs["model_hash"],
+                              inputs["harness_hash"])
         cached = self.cache.get(key)
         if cached is not None:
             self.ledger.complete(validation.id, {**cached, "cached": True}, compute_seconds=0.0)
@@ -488,9 +533,8 @@ class Grader:
             self.ledger.fail_candidate(validation.id, err.one_line(),
                                        time.monotonic() - started)
             return
-        except Exception as err:  # ours, not the candidate's: refund, keep the detail in the log
-            log.exception("validation %s failed in the grader", validation.id)
-            self.ledger.fail_infra(validation.id, f"grader failure ({type(err).__name__})")
+        except Exception as err:  # ours (a trusted scorer too), not the candidate's: refund
+            self._refund_grader_failure(validation, err)
             return
         faults.checkpoint("scored")
         if result.get("error"):
@@ -498,6 +542,15 @@ class Grader:
             return
         self.cache.put(key, result)
         self.ledger.complete(validation.id, result, seconds)
+
+    def _refund_grader_failure(self, validation: Validation, err: Exception) -> None:
+        """Refund; the operator gets the traceback (log and ledger), the agent one line."""
+        log.exception("validation %s failed in the grader", validation.id)
+        self.ledger.log_event(validation.episode, "grader_failure", validation=validation.id,
+                              traceback="".join(traceback.format_exception(err)))
+        self.ledger.fail_infra(validation.id, f"infrastructure error in the grader "
+                                              f"({type(err).__name__}); this validation was "
+                                              f"refunded")
 
     @staticmethod
     def _initial_test_score(task_ref: str, model_hash: str, harness_hash: str) -> float | None:

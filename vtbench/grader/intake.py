@@ -33,20 +33,23 @@ import json
 import os
 import shutil
 import stat
+import struct
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vtbench import layout
+from vtbench import boundedjson, layout
 from vtbench.errors import CandidateRefused, CheckpointError
 from vtbench.grader.hashcopy import copy_and_hash
 from vtbench.models.checkpoint import PICKLE_SUFFIXES, check_checkpoint
 
 Kind = Literal["model", "harness"]
+Stop = Callable[[], bool]
+"""Asked between chunks of a copy: True stops the intake (its episode closed)."""
 TREE_PREFIX = b"vtbench-tree-v1\n"
 MODEL_SUFFIXES = (".safetensors", ".json", ".txt", ".model", ".md", ".jinja", ".tiktoken",
                   ".yml", ".yaml")
@@ -156,7 +159,8 @@ def _looks_pickled(head: bytes) -> bool:
     return len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5
 
 
-def _copy_file(src_fd: int, dest: Path, rel: str, limit: int, size_hint: int) -> str:
+def _copy_file(src_fd: int, dest: Path, rel: str, limit: int, size_hint: int,
+               stop: Stop | None) -> str:
     """Copy one open file to ``dest`` while hashing it; returns its sha256.
 
     A safetensors file is exempt from the pickle-header test: its first 8 bytes are a
@@ -169,6 +173,9 @@ def _copy_file(src_fd: int, dest: Path, rel: str, limit: int, size_hint: int) ->
         nonlocal copied
         if sniff and index == 0 and _looks_pickled(bytes(chunk[:2])):
             raise _refuse(rel, "starts with a pickle protocol header")
+        if stop is not None and stop():
+            raise CandidateRefused("candidate refused: the intake was stopped because the "
+                                   "episode closed", hint="it takes no more work")
         copied += len(chunk)
         if copied > limit:
             raise _refuse(rel, f"grew over the {limit}-byte file limit while read")
@@ -188,7 +195,7 @@ def _copy_file(src_fd: int, dest: Path, rel: str, limit: int, size_hint: int) ->
 
 
 def _copy_tree(root_fd: int, files: dict[str, os.stat_result], dest: Path,
-               limits: IntakeLimits) -> dict[str, str]:
+               limits: IntakeLimits, stop: Stop | None) -> dict[str, str]:
     """Pass 2: copy and hash each file found by the scan, re-checking its identity."""
     hashes: dict[str, str] = {}
     budget = limits.max_total_bytes
@@ -209,7 +216,7 @@ def _copy_tree(root_fd: int, files: dict[str, os.stat_result], dest: Path,
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             limit = min(limits.max_file_bytes, budget)
-            hashes[rel] = _copy_file(src, target, rel, limit, opened.st_size)
+            hashes[rel] = _copy_file(src, target, rel, limit, opened.st_size, stop)
             budget -= target.stat().st_size
         finally:
             os.close(src)
@@ -223,8 +230,37 @@ def tree_hash(files: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def _check_model_contents(files_dir: Path) -> None:
+def _json_of(path: Path, rel: str) -> bytes | None:
+    """The JSON text of a JSON file or of a safetensors header (None: none to read)."""
+    if rel.endswith(".json"):
+        return path.read_bytes()
+    if not rel.endswith(".safetensors"):
+        return None
+    with path.open("rb") as handle:
+        prefix = handle.read(8)
+        if len(prefix) < 8:
+            return None
+        (length,) = struct.unpack("<Q", prefix)
+        return handle.read(length) if length <= min(path.stat().st_size - 8, 2**27) else None
+
+
+def _check_nesting(files_dir: Path, files: dict[str, str]) -> None:
+    """Refuse JSON (files, safetensors headers) nested deeper than any reader recurses."""
+    for rel in sorted(files):
+        text = _json_of(files_dir / rel, rel)
+        if text is None:
+            continue
+        try:
+            boundedjson.loads(text)
+        except boundedjson.TooDeep as err:
+            raise _refuse(rel, f"JSON {err}") from None
+        except ValueError:
+            continue  # malformed JSON: the checkpoint check below names it
+
+
+def _check_model_contents(files_dir: Path, files: dict[str, str]) -> None:
     """The model loader's own checks, on the stored (no longer changeable) copy."""
+    _check_nesting(files_dir, files)
     try:
         check_checkpoint(files_dir)
     except CheckpointError as err:
@@ -273,17 +309,17 @@ def intake(source: Path, kind: Kind, limits: IntakeLimits | None = None,
 
 
 def _intake_fd(root_fd: int, kind: Kind, limits: IntakeLimits,
-               store: Path | None) -> StoredCandidate:
+               store: Path | None, stop: Stop | None = None) -> StoredCandidate:
     store = store or layout.candidate_store()
     store.mkdir(parents=True, exist_ok=True, mode=0o700)
     incoming = store / f".incoming-{uuid.uuid4().hex}"
     try:
         files = _scan(root_fd, kind, limits)
         (incoming / "files").mkdir(parents=True)
-        hashes = _copy_tree(root_fd, files, incoming / "files", limits)
+        hashes = _copy_tree(root_fd, files, incoming / "files", limits, stop)
         _check_any_zip(incoming / "files", hashes)
         if kind == "model":
-            _check_model_contents(incoming / "files")
+            _check_model_contents(incoming / "files", hashes)
         return _publish(incoming, store, hashes)
     finally:
         if incoming.exists():
@@ -308,7 +344,8 @@ def _publish(incoming: Path, store: Path, hashes: dict[str, str]) -> StoredCandi
 
 
 def intake_from(workspace: Path, relative: str, kind: Kind,
-                limits: IntakeLimits | None = None, store: Path | None = None) -> StoredCandidate:
+                limits: IntakeLimits | None = None, store: Path | None = None,
+                stop: Stop | None = None) -> StoredCandidate:
     """Intake ``workspace/relative``, refusing a path that would leave the workspace.
 
     Each component is opened relative to the previous one with ``O_NOFOLLOW``, so no
@@ -328,7 +365,7 @@ def intake_from(workspace: Path, relative: str, kind: Kind,
                 raise _refuse(relative, f"{part}: {_open_failure(fd, part, err)}") from None
             os.close(fd)
             fd = next_fd
-        return _intake_fd(fd, kind, limits or IntakeLimits(), store)
+        return _intake_fd(fd, kind, limits or IntakeLimits(), store, stop)
     finally:
         os.close(fd)
 
@@ -367,3 +404,25 @@ def verify(name: str, store: Path | None = None) -> bool:
                 rel = path.relative_to(candidate.path).as_posix()
                 actual[rel] = hashlib.file_digest(handle, "sha256").hexdigest()
     return actual == candidate.files and tree_hash(actual) == name
+
+
+def sweep_incoming(store: Path | None = None) -> list[str]:
+    """Remove the half-copied ``.incoming-*`` folders an interrupted intake left behind.
+
+    Only safe while no intake runs against ``store``; returns the names removed."""
+    root = store or layout.candidate_store()
+    litter = sorted(root.glob(".incoming-*")) if root.is_dir() else []
+    for folder in litter:
+        _remove(folder)
+    return [folder.name for folder in litter]
+
+
+def remove_stored(name: str, store: Path | None = None) -> int:
+    """Delete a stored candidate; returns the bytes it held (0 when it was not stored).
+
+    The caller makes sure nothing uses it: the store has no reference count of its own."""
+    candidate = stored(name, store)
+    if candidate is None:
+        return 0
+    _remove(candidate.path.parent)
+    return candidate.total_bytes

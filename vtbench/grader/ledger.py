@@ -52,6 +52,7 @@ from vtbench import layout
 from vtbench.errors import (
     AlreadySubmitted,
     BudgetExhausted,
+    EpisodeClosed,
     EpisodeNotFound,
     LedgerStateError,
 )
@@ -62,6 +63,10 @@ ValidationState = Literal["queued", "running", "completed", "failed_candidate", 
 OPEN_STATES = ("queued", "running")
 CHARGED_STATES = ("completed", "failed_candidate")
 
+DEFAULT_STORE_BYTES = 256 * 2**30
+"""Four of the largest candidates intake accepts."""
+
+
 class Row(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -71,6 +76,8 @@ class EpisodeBudgets(Row):
     """Validation credits the episode starts with."""
     compute_seconds: float = Field(gt=0)
     """Grader compute seconds the episode's validations may spend."""
+    store_bytes: int = Field(DEFAULT_STORE_BYTES, ge=0)
+    """Bytes the episode's candidates may hold in the grader's candidate store."""
 
 
 class Episode(Row):
@@ -224,20 +231,39 @@ class Ledger:
 
     # -- validations -------------------------------------------------------------------
 
+    @staticmethod
+    def _refusal(conn: sqlite3.Connection, episode_id: str, credit: int) -> BudgetExhausted | None:
+        """Why the episode cannot take a validation of ``credit`` now (None: it can)."""
+        found = conn.execute("SELECT status FROM episodes WHERE id = ?", (episode_id,))
+        status = (found.fetchone() or {"status": None})["status"]
+        if status is None:
+            raise EpisodeNotFound(f"no episode {episode_id!r}")
+        if status != "open":
+            return EpisodeClosed(f"episode {episode_id} is closed", hint="it takes no more work")
+        left = Ledger._remaining(conn, episode_id)
+        if left.validations < credit or left.compute_seconds <= 0:
+            return BudgetExhausted(f"episode {episode_id} has no validation budget left",
+                                   hint="submit a candidate instead")
+        return None
+
+    def check_can_validate(self, episode_id: str, credit: int = 1) -> None:
+        """Raise what :meth:`reserve_validation` would raise now; called before any intake
+        or snapshot, so that a refused request costs the host no disk."""
+        with self._lock:
+            refusal = self._refusal(self._conn, episode_id, credit)
+        if refusal is not None:
+            self.log_event(episode_id, "budget_refused", before="intake", error=str(refusal))
+            raise refusal
+
     def reserve_validation(self, episode_id: str, inputs: dict[str, Any], credit: int = 1) -> int:
         """Atomically check the budget and queue a validation; returns its id."""
         now = time.time()
         with self._write() as conn:
-            found = conn.execute("SELECT status FROM episodes WHERE id = ?", (episode_id,))
-            status = (found.fetchone() or {"status": None})["status"]
-            if status is None:
-                raise EpisodeNotFound(f"no episode {episode_id!r}")
-            left = self._remaining(conn, episode_id)
-            if status != "open" or left.validations < credit or left.compute_seconds <= 0:
-                _event(conn, episode_id, "budget_refused", status=status, **left.model_dump())
-                refused = True
+            refusal = self._refusal(conn, episode_id, credit)
+            if refusal is not None:
+                _event(conn, episode_id, "budget_refused", error=str(refusal),
+                       **self._remaining(conn, episode_id).model_dump())
             else:
-                refused = False
                 cursor = conn.execute(
                     "INSERT INTO validations (episode, state, inputs, credit, created)"
                     " VALUES (?, 'queued', ?, ?, ?)",
@@ -250,13 +276,8 @@ class Ledger:
                     (episode_id, validation_id, credit, now),
                 )
                 _event(conn, episode_id, "validation_reserved", validation=validation_id)
-        if refused and status != "open":
-            raise BudgetExhausted(f"episode {episode_id} is closed", hint="it takes no more work")
-        if refused:
-            raise BudgetExhausted(
-                f"episode {episode_id} has no validation budget left",
-                hint="submit a candidate instead",
-            )
+        if refusal is not None:
+            raise refusal
         faults.checkpoint("queued")
         return validation_id
 
@@ -396,26 +417,56 @@ class Ledger:
     # -- submissions and events --------------------------------------------------------
 
     def record_submission(self, episode_id: str, model_hash: str, harness_hash: str) -> Submission:
-        """Record the episode's one submission; a second one raises AlreadySubmitted."""
+        """Record the episode's one submission; a second one raises AlreadySubmitted, one
+        after the episode closed EpisodeClosed (checked in the same transaction)."""
         self.episode(episode_id)
         try:
             with self._write() as conn:
-                conn.execute(
-                    "INSERT INTO submissions (episode, model_hash, harness_hash, state, created)"
-                    " VALUES (?, ?, ?, 'pending', ?)",
-                    (episode_id, model_hash, harness_hash, time.time()),
-                )
-                _event(conn, episode_id, "submission_recorded",
-                       model_hash=model_hash, harness_hash=harness_hash)
+                status = conn.execute("SELECT status FROM episodes WHERE id = ?",
+                                      (episode_id,)).fetchone()["status"]
+                if status != "open":
+                    _event(conn, episode_id, "submission_refused", reason="episode closed",
+                           model_hash=model_hash, harness_hash=harness_hash)
+                else:
+                    conn.execute(
+                        "INSERT INTO submissions (episode, model_hash, harness_hash, state,"
+                        " created) VALUES (?, ?, ?, 'pending', ?)",
+                        (episode_id, model_hash, harness_hash, time.time()),
+                    )
+                    _event(conn, episode_id, "submission_recorded",
+                           model_hash=model_hash, harness_hash=harness_hash)
         except sqlite3.IntegrityError:
             self.log_event(episode_id, "submission_refused", reason="already submitted",
                            model_hash=model_hash, harness_hash=harness_hash)
             raise AlreadySubmitted(
                 f"episode {episode_id} has already submitted", hint="only one submission counts"
             ) from None
+        if status != "open":
+            raise EpisodeClosed(f"episode {episode_id} is closed",
+                                hint="a submission must arrive before the deadline")
         submission = self.submission(episode_id)
         assert submission is not None
         return submission
+
+    def check_can_submit(self, episode_id: str) -> None:
+        """Raise what :meth:`record_submission` would raise now (before any intake)."""
+        episode = self.episode(episode_id)
+        if episode.status != "open":
+            raise EpisodeClosed(f"episode {episode_id} is closed",
+                                hint="a submission must arrive before the deadline")
+        if self.submission(episode_id) is not None:
+            self.log_event(episode_id, "submission_refused", reason="already submitted")
+            raise AlreadySubmitted(
+                f"episode {episode_id} has already submitted", hint="only one submission counts")
+
+    def uses_candidate(self, tree_hash: str) -> bool:
+        """Whether any validation, submission or lineage record names this stored tree."""
+        pattern = f'%"{tree_hash}"%'
+        return bool(self._read(
+            "SELECT 1 FROM validations WHERE inputs LIKE ? UNION ALL"
+            " SELECT 1 FROM submissions WHERE model_hash = ? OR harness_hash = ? UNION ALL"
+            " SELECT 1 FROM candidates WHERE model_hash = ? LIMIT 1",
+            (pattern, tree_hash, tree_hash, tree_hash)))
 
     def set_submission_result(
         self, episode_id: str, state: Literal["scored", "failed"], result: dict[str, Any]

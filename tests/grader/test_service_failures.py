@@ -1,0 +1,80 @@
+"""Whose failure is it: the candidate's (charged) or the grader's (refunded), through the
+real grader over its socket."""
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from tests.evaluation.conftest import write_harness
+from tests.grader.conftest import GraderProcess
+from vtbench.grader import Ledger
+
+NESTED = "[" * 100_000 + "]" * 100_000
+
+DEEP_OUTPUT = f"""
+with open(args.out, "w") as out:
+    for instance in instances:
+        out.write({NESTED!r} + "\\n")
+"""
+
+
+@pytest.mark.slow  # one real validation
+def test_output_nested_too_deep_is_the_candidates_failure_and_charged(
+    grader: GraderProcess, small_task: Path, workspace: Path
+) -> None:
+    write_harness(workspace / "harness", DEEP_OUTPUT)
+    grader.start()
+    agent = grader.client(grader.create_episode(small_task, workspace, validations=5))
+    shown = agent.post("/v1/validations", json={"model": "models/good", "harness": "harness"})
+    result = shown.json()
+    assert (result["state"], result["settlement"], result["score"]) == ("completed", "charged", 0)
+    assert {i["error"] for i in result["instances"]} == {"no output"}
+    assert agent.get("/v1/status").json()["validations_left"] == 4
+
+
+@pytest.mark.slow  # one real validation
+def test_a_trusted_scorer_that_raises_is_refunded_and_its_traceback_kept_for_the_operator(
+    grader: GraderProcess, small_task: Path, workspace: Path
+) -> None:
+    scorer = small_task / "scorer.py"
+    scorer.write_text(scorer.read_text().replace(
+        'hidden = item["label"]["hidden"]', 'raise KeyError("scorer bug")'))
+    grader.start()
+    agent = grader.client(grader.create_episode(small_task, workspace, validations=5))
+    shown = agent.post("/v1/validations", json={"model": "models/good"})
+    result = shown.json()
+    assert (result["state"], result["settlement"]) == ("failed_infra", "refunded")
+    assert "infrastructure error" in result["error"] and "scorer bug" not in shown.text
+    assert agent.get("/v1/status").json()["validations_left"] == 5
+    (failure,) = [e for e in Ledger().events() if e["kind"] == "grader_failure"]
+    assert "scorer bug" in failure["detail"]["traceback"]
+    assert "ScorerError" in failure["detail"]["traceback"]
+
+
+def deep_header(folder: Path) -> str:
+    header = ('{"__metadata__": ' + "[" * 50_000 + "]" * 50_000 + "}").encode()
+    name = "model.safetensors"
+    (folder / name).write_bytes(struct.pack("<Q", len(header)) + header)
+    return name
+
+
+def deep_config(folder: Path) -> str:
+    config = json.loads((folder / "config.json").read_text())
+    text = json.dumps(config)[:-1] + ', "extra": ' + NESTED + "}"
+    (folder / "config.json").write_text(text)
+    return "config.json"
+
+
+@pytest.mark.parametrize("plant", [deep_header, deep_config])
+def test_deeply_nested_json_at_intake_is_refused_naming_the_file(
+    grader: GraderProcess, small_task: Path, workspace: Path, plant: object
+) -> None:
+    assert callable(plant)
+    offender = plant(workspace / "models" / "good")
+    grader.start()
+    agent = grader.client(grader.create_episode(small_task, workspace))
+    answer = agent.post("/v1/validations", json={"model": "models/good"})
+    assert answer.status_code == 422, answer.text
+    assert offender in answer.json()["error"] and "nested deeper" in answer.json()["error"]
