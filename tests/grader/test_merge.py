@@ -166,7 +166,9 @@ def test_ties_dare_ties_task_arithmetic_and_slerp_give_loadable_checkpoints(
         expected = base[k] + 0.5 * (a[k] - base[k]) + 0.5 * (b[k] - base[k])
         torch.testing.assert_close(ta[k], expected, rtol=1e-6, atol=1e-7)
     lineage = {m["name"]: m for m in agent.get("/v1/models").json()}
-    assert lineage["models/ties"]["method"] == "ties base=models/base density=0.7"
+    base_hash = lineage["models/base"]["model_hash"]  # the base by hash, not by folder
+    assert lineage["models/ties"]["method"] == f"ties base={base_hash} density=0.7"
+    assert lineage["models/dare1"]["method"] == f"dare_ties base={base_hash} density=0.5"
     assert lineage["models/slerp"]["method"] == "slerp t=0.3"
     assert lineage["models/base"]["origin"] == "trained"  # seen as a parent
 

@@ -1,7 +1,9 @@
 """What the research agent's sandbox grants: nothing but the workspace and the runtime.
 
 Visible: ``/workspace`` (writable, except ``models/base``, ``models/initial`` and, where
-the task fixes it, ``harness/``, which are mounted read-only on top), the Python runtime
+the task fixes it, ``harness/``, which are mounted read-only on top; ``models/`` is bound
+onto itself, so that, a mount point like them, it cannot be moved aside for a folder
+holding other ``base``/``initial`` models), the Python runtime
 (read-only), the grader's socket (``/run/vtbench/grader.sock``, usable only with this
 episode's token) and, for LLM agents, the episode's own gateway behind a loopback relay.
 Never visible: the private store, task packs (except, for the built-in reference agent,
@@ -24,11 +26,16 @@ INSIDE_PLAYBOOK = Path("/playbook")
 GATEWAY_PORT = 8089
 
 
-def read_only_overlays(task: Task, workspace: Path) -> list[Mount]:
+def workspace_mounts(task: Task, workspace: Path) -> list[Mount]:
+    """The workspace, its ``models/`` again (a mount point: rename and rmdir fail with
+    EBUSY), then the read-only overlays."""
     paths = ["models/base", "models/initial"]
     if not task.spec.harness_editable:
         paths.append("harness")
-    return [Mount(source=workspace / p, target=INSIDE_WORKSPACE / p) for p in paths]
+    return [Mount(source=workspace, target=INSIDE_WORKSPACE, writable=True),
+            Mount(source=workspace / "models", target=INSIDE_WORKSPACE / "models",
+                  writable=True),
+            *(Mount(source=workspace / p, target=INSIDE_WORKSPACE / p) for p in paths)]
 
 
 def playbook_mounts(task: Task) -> tuple[list[Mount], Path]:
@@ -48,8 +55,7 @@ def playbook_mounts(task: Task) -> tuple[list[Mount], Path]:
 def research_spec(task: Task, agent: AgentAdapter, workspace: Path, grader_socket: Path,
                   token: str, wall_seconds: float, gateway_socket: Path | None = None,
                   extra_env: dict[str, str] | None = None) -> SandboxSpec:
-    mounts = [*python_runtime_mounts(), Mount(source=workspace, target=INSIDE_WORKSPACE,
-                                             writable=True), *read_only_overlays(task, workspace)]
+    mounts = [*python_runtime_mounts(), *workspace_mounts(task, workspace)]
     env = {"PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home",
            "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "VTBENCH_GRADER_SOCKET": str(INSIDE_GRADER),

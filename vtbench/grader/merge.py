@@ -8,9 +8,11 @@ Route (episode token)::
     -> {"model": "models/merged", "hash": "<tree hash>", "method": "linear"}
 
 ``base`` (default ``models/base``) is the model the task vectors are taken against for
-``task_arithmetic``, ``ties`` and ``dare_ties``; ``density`` (default 0.5) is the share of
-each task vector that ``ties``/``dare_ties`` keep; ``t`` is the ``slerp`` position between
-its two models (default ``weights[1] / sum(weights)``, so equal weights give 0.5).
+``task_arithmetic``, ``ties`` and ``dare_ties``; lineage names it by the intake hash of the
+copy merged against (``ties base=<hash>``), not by its folder; ``density`` (default 0.5)
+is the share of each task vector that ``ties``/``dare_ties`` keep; ``t`` is the ``slerp``
+position between its two models (default ``weights[1] / sum(weights)``, so equal weights
+give 0.5).
 ``linear`` divides by the sum of the weights. A merge spends no validation credit.
 
 Trusted code. It trusts mergekit (run in-process, on the CPU, with ``trust_remote_code``
@@ -95,9 +97,9 @@ class MergeRequest(BaseModel):
     def base_model(self) -> str | None:
         return (self.base or DEFAULT_BASE) if self.method in NEEDS_BASE else None
 
-    def description(self) -> str:
-        """The method with its options, as lineage records it (``ties base=models/base``)."""
-        options = {"base": self.base_model, "t": self.t,
+    def description(self, base_hash: str | None = None) -> str:
+        """The method with its options, as lineage records it (``ties base=<hash>``)."""
+        options = {"base": base_hash if self.base_model else None, "t": self.t,
                    "density": (self.density or DEFAULT_DENSITY)
                    if self.method in ("ties", "dare_ties") else None}
         return " ".join([self.method, *(f"{k}={v}" for k, v in options.items() if v is not None)])
@@ -313,6 +315,7 @@ class Merger:
         """Merge into ``request.out``; ``snapshot`` is taken only if a parent is new and
         trained (its lineage needs the workspace commit)."""
         taken: list[Snapshot | None] = []
+        read: dict[str, StoredCandidate] = {}
 
         def snapshot_once() -> Snapshot | None:
             if not taken:
@@ -322,6 +325,7 @@ class Merger:
         def take(parent: str) -> StoredCandidate:
             stored_parent = intake_from(workspace, parent, "model")
             self.lineage.see(episode, parent, stored_parent, "merge_parent", snapshot_once)
+            read[parent] = stored_parent
             return stored_parent
 
         try:
@@ -330,12 +334,13 @@ class Merger:
             self.ledger.log_event(episode, "merge_refused", out=request.out,
                                   error=err.one_line())
             raise
+        base = read[request.base_model].hash if request.base_model else None
         self.lineage.record(episode, LineageRecord(
             name=request.out, origin="merged", parents=request.models,
-            method=request.description(), weights=request.weights, model_hash=merged.hash),
+            method=request.description(base), weights=request.weights, model_hash=merged.hash),
             "merge_output")
         self.ledger.log_event(episode, "merged", out=request.out, model_hash=merged.hash,
-                              method=request.description(), parents=request.models,
+                              method=request.description(base), parents=request.models,
                               weights=request.weights)
         return MergeResult(model=request.out, hash=merged.hash, method=request.method)
 
