@@ -10,12 +10,20 @@ import os
 import platform
 import shutil
 import subprocess
+from importlib import metadata
 from pathlib import Path
 
-from vtbench import __version__, layout
+from vtbench import layout
 from vtbench.episode.record import Hardware, Provenance
 from vtbench.prepare.digest import pack_digest
 from vtbench.tasks.registry import Task
+
+
+def vtbench_version() -> str | None:
+    try:
+        return metadata.version("vtbench")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def vtbench_commit() -> str | None:
@@ -64,5 +72,5 @@ def hardware() -> Hardware:
 
 
 def provenance(task: Task, sandbox: str) -> Provenance:
-    return Provenance(vtbench_version=__version__, vtbench_commit=vtbench_commit(),
+    return Provenance(vtbench_version=vtbench_version(), vtbench_commit=vtbench_commit(),
                       task_digest=pack_digest(task), sandbox=sandbox, hardware=hardware())
