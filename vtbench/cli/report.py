@@ -21,6 +21,9 @@ def report(
         "--json", help="Print per agent × task rows as a JSON list.")] = False,
     export: Annotated[Path | None, typer.Option(
         "--export", help="Write one trajectory JSON per episode into this folder.")] = None,
+    export_inspect: Annotated[Path | None, typer.Option(
+        "--export-inspect", help="Write one Inspect AI eval log per episode into this folder "
+        "(open it with `inspect view`).")] = None,
 ) -> None:
     """Build the leaderboard (means and 95% Student t intervals over seeds) and report it."""
     from vtbench.analysis import export as trajectory_export
@@ -48,6 +51,12 @@ def report(
         files = trajectory_export.write_trajectories(episodes, export)
         written.append(export)
         err_console.print(f"exported {len(files)} trajectories")
+    if export_inspect is not None:
+        from vtbench.analysis.inspect_log import write_inspect_logs
+
+        logs = write_inspect_logs(episodes, export_inspect)
+        written.append(export_inspect)
+        err_console.print(f"exported {len(logs)} Inspect eval logs")
     if as_json:
         print_json(json_rows(result))
     elif not written:
