@@ -146,3 +146,25 @@ def test_a_second_episode_pays_for_bytes_another_episode_validated(
     assert paid["state"] == again["state"] == "completed"
     assert not again["cached"] and again["credit"] == 1
     assert second.get("/v1/status").json()["validations_left"] == 4
+
+
+def plant_litter() -> Path:
+    litter = layout.candidate_store() / ".incoming-0123abcd"
+    (litter / "files").mkdir(parents=True)
+    (litter / "files" / "model.safetensors").write_bytes(b"\0" * 4096)
+    for path in (litter / "files" / "model.safetensors", litter / "files", litter):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    return litter
+
+
+def test_intake_litter_is_swept_at_grader_start_and_at_episode_close(
+    grader: GraderProcess, small_task: Path, workspace: Path
+) -> None:
+    litter = plant_litter()
+    grader.start()
+    assert not litter.exists()
+    agent = grader.client(grader.create_episode(small_task, workspace))
+    episode = agent.get("/v1/status").json()["episode"]
+    litter = plant_litter()
+    assert grader.operator_client().post(f"/v1/operator/episodes/{episode}/finish").is_success
+    assert not litter.exists()
