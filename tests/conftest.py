@@ -88,6 +88,14 @@ def run_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]
     )
 
 
+def without_cgroups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a host with no usable cgroup (v1 or v2), where the operator allowed weak limits."""
+    from vtbench.sandbox import _cgroup
+
+    monkeypatch.setattr(_cgroup, "support", lambda: _cgroup.Support("none"))
+    monkeypatch.setenv(_cgroup.ALLOW_WEAK_ENV, "1")
+
+
 @contextlib.contextmanager
 def processes_of_the_sandbox_uid(count: int) -> Iterator[None]:
     """``count`` sleeping processes of the sandbox uid, as other sandboxes would hold (on a

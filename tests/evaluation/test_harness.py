@@ -7,12 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HelloHandler, UnixHTTPServer, processes_of_the_sandbox_uid
+from tests.conftest import (
+    HelloHandler,
+    UnixHTTPServer,
+    processes_of_the_sandbox_uid,
+    without_cgroups,
+)
 from tests.evaluation.conftest import write_harness
 from vtbench.errors import SandboxError
 from vtbench.evaluation import harness as harness_module
 from vtbench.evaluation.harness import HarnessRun, finish_harness, start_harness
-from vtbench.sandbox import _cgroup, get_sandbox
+from vtbench.sandbox import get_sandbox
 
 ITEMS = [{"id": "a", "input": {"x": 1}}, {"id": "b", "input": {"x": 2}}]
 ASK_THE_SERVER = (
@@ -68,7 +73,7 @@ def test_a_harness_still_starts_threads_while_other_sandboxes_hold_many_processe
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without cgroup v1 the process limit is one RLIMIT_NPROC for every sandbox of the uid:
     harnesses and scorers running in parallel must not make a harness fail to start."""
-    monkeypatch.setattr(_cgroup, "_v1_mounts", dict)  # as on a host without cgroup v1
+    without_cgroups(monkeypatch)
     harness = write_harness(tmp_path / "h", (
         "import threading\n"
         "threads = [threading.Thread(target=lambda: None) for _ in range(32)]\n"
@@ -84,7 +89,7 @@ def test_a_harness_sandbox_that_cannot_start_fails_as_ours_not_the_candidates(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With no process left under the uid's limit the launcher cannot start bwrap: that is
     an infrastructure failure (the grader refunds it), not a harness error it charges."""
-    monkeypatch.setattr(_cgroup, "_v1_mounts", dict)
+    without_cgroups(monkeypatch)
     monkeypatch.setattr(harness_module, "PIDS", 16)
     harness = write_harness(tmp_path / "h", "answer(['ok'] * len(instances))\n")
     with processes_of_the_sandbox_uid(48), \

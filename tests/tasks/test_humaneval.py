@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import processes_of_the_sandbox_uid
+from tests.conftest import processes_of_the_sandbox_uid, without_cgroups
 from vtbench import layout
 from vtbench.tasks import find_task
 from vtbench.tasks.materialize import materialize
@@ -125,9 +125,7 @@ def test_the_scorer_still_runs_while_other_sandboxes_hold_many_processes(
         problems, monkeypatch) -> None:
     """Without cgroup v1 the sandbox's process limit is one RLIMIT_NPROC for every sandbox of
     its uid: harnesses evaluated in parallel must not make a right completion score 0."""
-    from vtbench.sandbox import _cgroup
-
-    monkeypatch.setattr(_cgroup, "_v1_mounts", dict)  # as on a host without cgroup v1
+    without_cgroups(monkeypatch)
     with processes_of_the_sandbox_uid(48):
         problem = problems["HumanEval/0"]
         assert scorer.score(builder.make_item(problem), problem["canonical_solution"]) == 1.0

@@ -39,11 +39,15 @@ Backends (``get_sandbox(name)``; an unknown name lists the valid ones):
 - ``none`` (development only): no isolation, a loud warning on stderr at every start.
 
 Limits: ``cpu_seconds``, ``memory_mb`` (address space), ``file_size_mb``,
-``open_files`` are per-process rlimits set with ``prlimit``. ``pids`` and the tree's
-resident memory use per-sandbox cgroup v1 groups (pids, memory) when those controllers
-are mounted and writable by the caller (typically: root on a cgroup v1 host); otherwise
+``open_files`` are per-process rlimits set with ``prlimit``. ``pids``, ``cpus`` and the
+tree's memory use one cgroup per sandbox, never per uid: cgroup v2 (a group under the
+caller's own delegated group; ``cgroup.kill`` ends the tree) where it delegates memory and
+pids, else cgroup v1 groups where those controllers are writable (detected once:
+``_cgroup.support()``). Where neither limits memory and pids per sandbox, bwrap refuses
+to start a spec that asks for them (one line naming the fix) unless the operator allowed
+weak limits (``--allow-weak-limits``, environment ``VTBENCH_ALLOW_WEAK_LIMITS=1``); then
 ``pids`` falls back to RLIMIT_NPROC, which counts all processes of the sandbox uid, so
-concurrent sandboxes share it. cgroup v2 is not used. ``wall_seconds`` is enforced by a
+concurrent sandboxes share it. ``wall_seconds`` is enforced by a
 watchdog thread of the parent; the tree kill ends the whole pid namespace, so children
 that ignore SIGTERM, double-fork or call setsid die too, and so does every process left
 behind when the command exits.

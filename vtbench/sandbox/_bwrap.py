@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from vtbench.errors import SandboxError
+from vtbench.errors import SandboxError, SandboxUnavailable
 from vtbench.sandbox import _cgroup, _launch
 from vtbench.sandbox._process import RunsToCompletion, SandboxProcess, Stream
 from vtbench.sandbox._relay import relay_argv, relay_bind, relay_wait
@@ -44,9 +44,11 @@ class _NamespaceKiller:
     """Signals every process of the sandbox's pid namespace, found through bwrap's
     ``--info-fd`` report (pid-1 of the namespace and the namespace inode)."""
 
-    def __init__(self, info_fd: int, outer: subprocess.Popen[bytes]) -> None:
+    def __init__(self, info_fd: int, outer: subprocess.Popen[bytes],
+                 cgroups: _cgroup.CgroupSet) -> None:
         self._info_fd: int | None = info_fd
         self._outer = outer
+        self._cgroups = cgroups
         self._ns: tuple[int, int] | None = None
 
     def wait_ready(self, timeout: float) -> None:
@@ -116,6 +118,7 @@ class _NamespaceKiller:
             _signal(pid, signal.SIGTERM)
 
     def kill_all(self) -> None:
+        self._cgroups.kill()
         namespace = self._namespace()
         # SIGKILL of the namespace's pid 1 makes the kernel kill every other member.
         if namespace is not None and namespace[1] == _ns_inode(namespace[0]):
@@ -263,7 +266,7 @@ class BwrapSandbox(RunsToCompletion):
         info_read, info_write = os.pipe()
         builder.finish(spec, info_write)
         args_fd = _launch.memfd(b"".join(a.encode() + b"\0" for a in builder.args), "bwrap-args")
-        cgroups = _cgroup.create(spec.limits.pids, spec.limits.memory_mb)
+        cgroups = _limited_cgroups(spec)
         command = relay_argv(spec.tcp_relays, argv, lazy_seconds=relay_wait(spec))
         outer = [
             *_launch.root_prefix(cgroups.procs_files, builder.staged),
@@ -284,10 +287,28 @@ class BwrapSandbox(RunsToCompletion):
         finally:
             for fd in fds:
                 os.close(fd)
-        killer = _NamespaceKiller(info_read, popen)
+        killer = _NamespaceKiller(info_read, popen, cgroups)
         killer.wait_command(_READY_SECONDS)
         return SandboxProcess(popen, killer, spec.limits, cleanup=_cleanup(cgroups),
                               entered=killer.reported)
+
+
+def _limited_cgroups(spec: SandboxSpec) -> _cgroup.CgroupSet:
+    """The sandbox's cgroups; refuses when memory or pids would not be limited per sandbox
+    and the operator has not allowed weak limits."""
+    limits = spec.limits
+    cgroups = _cgroup.create(limits.pids, limits.memory_mb, limits.cpus)
+    unlimited = [name for name, value, controller in (
+        ("memory_mb", limits.memory_mb, "memory"), ("pids", limits.pids, "pids"))
+        if value is not None and controller not in cgroups.dirs]
+    if unlimited and not _cgroup.weak_limits_allowed():
+        cgroups.remove()
+        raise SandboxUnavailable(
+            f"no per-sandbox cgroup for {' and '.join(unlimited)} on this host "
+            f"(limits: {_cgroup.support().describe()})",
+            hint="delegate a cgroup v2 subtree with memory and pids to the runner "
+                 "(README: Sandbox limits), or pass --allow-weak-limits")
+    return cgroups
 
 
 def _cleanup(cgroups: _cgroup.CgroupSet) -> Callable[[], str | None]:

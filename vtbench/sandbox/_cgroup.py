@@ -1,43 +1,172 @@
-"""Per-sandbox cgroup v1 groups for the pids and memory controllers, where writable.
+"""Per-sandbox cgroups (v2, else v1) for memory, pids and CPU, and the whole-tree kill.
 
-A group is made under the caller's own cgroup of each controller (so nesting set up by
-the operator is respected). When a controller is not mounted as cgroup v1, or its
-directory cannot be created (not root, read-only cgroupfs), it is simply not used and
-the caller falls back to rlimits. The launcher moves itself into the groups before it
-execs anything, so every process of the sandbox is counted from the first fork on.
+Which hierarchy gives per-sandbox limits is detected once per process (:func:`support`):
+
+- **v2**: groups are made under the caller's own cgroup v2 group (a delegated subtree:
+  the operator gives the runner a group it may write, see README "Sandbox limits"). To
+  enable controllers for child groups, cgroup v2 forbids processes in the parent (the
+  no-internal-processes rule), so the processes of the caller's group first move into a
+  leaf child :data:`RUNNER_LEAF`; the hierarchy's root is never emptied. Only controllers
+  listed in the group's ``cgroup.controllers`` can be used: the support says which.
+  ``cgroup.kill`` ends every process of a sandbox's group at once.
+- **v1**: groups under the caller's own group of each mounted, writable controller.
+- **none**: neither gives per-sandbox memory *and* pids limits. The bwrap backend then
+  refuses untrusted code unless the operator allowed weak limits
+  (:data:`ALLOW_WEAK_ENV`, set by ``--allow-weak-limits``): processes would fall back to
+  RLIMIT_NPROC, one count for every sandbox of the uid.
+
+The launcher moves itself into the group before it execs anything, so every process of
+the sandbox is counted from the first fork on.
 """
 
 import contextlib
+import functools
 import os
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+Mode = Literal["v2", "v1", "none"]
+CONTROLLERS = ("memory", "pids", "cpu")
+RUNNER_LEAF = "vtbench-runner"
+"""The leaf v2 group the caller's processes move into so that their parent may delegate."""
+ALLOW_WEAK_ENV = "VTBENCH_ALLOW_WEAK_LIMITS"
+"""``1``: run untrusted code even without per-sandbox memory and pids limits."""
+CPU_PERIOD_US = 100_000
 
 
-def _v1_mounts() -> dict[str, Path]:
-    """Controller name -> mount point, for cgroup v1 hierarchies."""
-    found: dict[str, Path] = {}
+@dataclass(frozen=True)
+class Support:
+    """What this host's cgroups give each sandbox."""
+
+    mode: Mode
+    controllers: frozenset[str] = frozenset()
+    """Per-sandbox limits available: a subset of memory, pids, cpu."""
+    parents: tuple[tuple[str, Path], ...] = ()
+    """(controller or "" for v2, folder new groups are made in)."""
+
+    @property
+    def strong(self) -> bool:
+        """Memory and process count are limited per sandbox, never per uid."""
+        return {"memory", "pids"} <= self.controllers
+
+    def describe(self) -> str:
+        if self.mode == "none":
+            return "none (per-process rlimits only; processes counted per uid)"
+        kill = "; cgroup.kill" if self.mode == "v2" else ""
+        names = ", ".join(sorted(self.controllers)) or "no controller"
+        return f"cgroup {self.mode} ({names}{kill})"
+
+
+def weak_limits_allowed() -> bool:
+    return os.environ.get(ALLOW_WEAK_ENV) == "1"
+
+
+def _mounts(kind: str) -> list[tuple[Path, list[str]]]:
+    found = []
     with open("/proc/self/mounts") as mounts:
         for line in mounts:
             parts = line.split()
-            if len(parts) < 4 or parts[2] != "cgroup":
-                continue
-            for option in parts[3].split(","):
-                if option in ("pids", "memory"):
-                    found[option] = Path(parts[1])
+            if len(parts) >= 4 and parts[2] == kind:
+                found.append((Path(parts[1]), parts[3].split(",")))
     return found
 
 
 def _own_paths() -> dict[str, str]:
-    """Controller name -> this process's cgroup path inside that hierarchy."""
+    """Controller name ("" for the v2 hierarchy) -> this process's cgroup path in it."""
     paths: dict[str, str] = {}
     with open("/proc/self/cgroup") as groups:
         for line in groups:
-            _, controllers, path = line.rstrip("\n").split(":", 2)
-            for controller in controllers.split(","):
+            number, controllers, path = line.rstrip("\n").split(":", 2)
+            if number == "0" and controllers == "":
+                paths[""] = path
+            for controller in filter(None, controllers.split(",")):
                 paths[controller] = path
     return paths
+
+
+def _writable(folder: Path) -> bool:
+    probe = folder / f"vtbench-probe-{uuid.uuid4().hex[:8]}"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        probe.rmdir()
+    return True
+
+
+def _v1_support() -> Support:
+    own = _own_paths()
+    parents = []
+    for mount, options in _mounts("cgroup"):
+        for controller in CONTROLLERS:
+            if controller in options and controller in own:
+                folder = mount / own[controller].lstrip("/")
+                if _writable(folder):
+                    parents.append((controller, folder))
+    return Support("v1", frozenset(c for c, _ in parents), tuple(parents))
+
+
+def _words(path: Path) -> set[str]:
+    try:
+        return set(path.read_text().split())
+    except OSError:
+        return set()
+
+
+def _delegate(base: Path, wanted: set[str], is_root: bool) -> set[str]:
+    """Enable ``wanted`` controllers for ``base``'s children; returns those enabled."""
+    missing = wanted - _words(base / "cgroup.subtree_control")
+    for _ in range(20):
+        if not missing:
+            break
+        if not is_root:  # the no-internal-processes rule; the root group is exempt
+            leaf = base / RUNNER_LEAF
+            with contextlib.suppress(FileExistsError):
+                leaf.mkdir()
+            for pid in (base / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    (leaf / "cgroup.procs").write_text(pid)
+        try:
+            (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
+        except OSError:
+            time.sleep(0.01)  # a process forked into base meanwhile: move it too
+        missing = wanted - _words(base / "cgroup.subtree_control")
+    return wanted & _words(base / "cgroup.subtree_control")
+
+
+def _v2_support() -> Support:
+    own = _own_paths().get("")
+    mounts = _mounts("cgroup2")
+    if own is None or not mounts:
+        return Support("none")
+    root = mounts[0][0]
+    base = root / own.lstrip("/")
+    if base.name == RUNNER_LEAF:  # a process started by a runner that already delegated
+        base = base.parent
+    if not _writable(base):
+        return Support("none")
+    wanted = set(CONTROLLERS) & _words(base / "cgroup.controllers")
+    try:
+        enabled = _delegate(base, wanted, is_root=base == root)
+    except OSError:
+        enabled = set()
+    return Support("v2", frozenset(enabled), (("", base),))
+
+
+@functools.cache
+def support() -> Support:
+    """The hierarchy that limits sandboxes best: v2 when it limits memory and pids, else
+    v1 when it does, else whichever limits something, else none."""
+    v2, v1 = _v2_support(), _v1_support()
+    for candidate in (v2, v1):
+        if candidate.strong:
+            return candidate
+    best = max((v2, v1), key=lambda s: (len(s.controllers), s.mode == "v2"))
+    return best if best.controllers else Support("none")
 
 
 @dataclass
@@ -45,24 +174,33 @@ class CgroupSet:
     """The groups of one sandbox; empty when cgroups are unavailable."""
 
     dirs: dict[str, Path] = field(default_factory=dict)
+    """Controller -> group folder (with v2, every controller names the same folder)."""
+    v2: bool = False
 
     @property
     def procs_files(self) -> list[Path]:
-        return [folder / "cgroup.procs" for folder in self.dirs.values()]
+        return [folder / "cgroup.procs" for folder in sorted(set(self.dirs.values()))]
+
+    def kill(self) -> None:
+        """SIGKILL every process of the group at once (v2 ``cgroup.kill``)."""
+        if self.v2:
+            for folder in set(self.dirs.values()):
+                with contextlib.suppress(OSError):
+                    (folder / "cgroup.kill").write_text("1")
 
     def limit_hit(self) -> str | None:
         """'memory_mb' after an OOM kill, 'pids' after a refused fork, else None."""
-        memory = self.dirs.get("memory")
-        if memory is not None and _counter(memory / "memory.oom_control", "oom_kill") > 0:
+        memory, pids = self.dirs.get("memory"), self.dirs.get("pids")
+        oom = ("memory.events", "oom_kill") if self.v2 else ("memory.oom_control", "oom_kill")
+        if memory is not None and _counter(memory / oom[0], oom[1]) > 0:
             return "memory_mb"
-        pids = self.dirs.get("pids")
         if pids is not None and _counter(pids / "pids.events", "max") > 0:
             return "pids"
         return None
 
     def remove(self) -> None:
         """Delete the groups; retries while exiting processes still linger in them."""
-        for folder in self.dirs.values():
+        for folder in set(self.dirs.values()):
             for _ in range(500):
                 try:
                     folder.rmdir()
@@ -83,30 +221,48 @@ def _counter(path: Path, key: str) -> int:
     return 0
 
 
-def create(pids: int | None, memory_mb: int | None) -> CgroupSet:
-    """Make the groups that the requested limits need; skip any that cannot be made."""
-    wanted = {"pids": pids, "memory": memory_mb}
-    if not any(wanted.values()):
-        return CgroupSet()
-    mounts, own = _v1_mounts(), _own_paths()
-    result = CgroupSet()
+def _settings(controller: str, value: float, v2: bool) -> dict[str, str]:
+    if controller == "pids":
+        return {"pids.max": str(int(value))}
+    if controller == "memory":
+        size = str(int(value) * 1024 * 1024)
+        return {"memory.max": size, "memory.swap.max": "0"} if v2 \
+            else {"memory.limit_in_bytes": size}
+    quota = str(max(1000, int(value * CPU_PERIOD_US)))
+    return {"cpu.max": f"{quota} {CPU_PERIOD_US}"} if v2 \
+        else {"cpu.cfs_period_us": str(CPU_PERIOD_US), "cpu.cfs_quota_us": quota}
+
+
+def _make(folder: Path, files: dict[str, str]) -> bool:
+    try:
+        folder.mkdir(exist_ok=True)
+        for name, text in files.items():
+            if (folder / name).exists() or name != "memory.swap.max":
+                (folder / name).write_text(text)
+    except OSError:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+        return False
+    return True
+
+
+def create(pids: int | None, memory_mb: int | None, cpus: float | None = None,
+           host: Support | None = None) -> CgroupSet:
+    """Make the groups that the requested limits need; skip any that cannot be made. With
+    v2 one group is always made, for the whole-tree kill."""
+    host = host or support()
+    wanted = {"pids": pids, "memory": memory_mb, "cpu": cpus}
+    result = CgroupSet(v2=host.mode == "v2")
     name = f"vtbench-{uuid.uuid4().hex[:12]}"
-    for controller, value in wanted.items():
-        if value is None or controller not in mounts or controller not in own:
+    for controller, parent in host.parents:
+        limits = {c: v for c, v in wanted.items() if v is not None
+                  and c in host.controllers and controller in ("", c)}
+        if controller and not limits:
             continue
-        folder = mounts[controller] / own[controller].lstrip("/") / name
-        try:
-            folder.mkdir()
-        except OSError:
-            continue
-        try:
-            if controller == "pids":
-                (folder / "pids.max").write_text(str(value))
-            else:
-                (folder / "memory.limit_in_bytes").write_text(str(value * 1024 * 1024))
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.rmdir(folder)
-            continue
-        result.dirs[controller] = folder
+        files: dict[str, str] = {}
+        for limited, value in limits.items():
+            files.update(_settings(limited, value, result.v2))
+        if _make(parent / name, files):
+            for limited in limits or ["kill"]:
+                result.dirs[limited] = parent / name
     return result

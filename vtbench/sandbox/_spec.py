@@ -54,11 +54,15 @@ class Limits(Strict):
     cpu_seconds: int | None = Field(None, ge=1)
     """CPU time per process (RLIMIT_CPU): SIGXCPU, then SIGKILL one second later."""
     memory_mb: int | None = Field(None, ge=16)
-    """Address space per process (RLIMIT_AS); also the resident memory of the whole tree
-    where the cgroup v1 memory controller is writable."""
+    """Address space per process (RLIMIT_AS); also the memory of the whole tree (no swap
+    on v2) through the sandbox's cgroup (v2 ``memory.max``, v1 ``memory.limit_in_bytes``)."""
     pids: int | None = Field(None, ge=4)
-    """Most processes and threads: per sandbox through the cgroup v1 pids controller when
-    writable, otherwise RLIMIT_NPROC of the sandbox uid (shared by its sandboxes)."""
+    """Most processes and threads: per sandbox through its cgroup's ``pids.max`` (v2 or
+    v1); only with weak limits allowed, RLIMIT_NPROC of the sandbox uid (shared by its
+    sandboxes)."""
+    cpus: float | None = Field(None, gt=0)
+    """CPU bandwidth of the whole tree in cores (v2 ``cpu.max``, v1 CFS quota), where the
+    cpu controller is delegated; not enforced otherwise."""
     file_size_mb: int | None = Field(None, ge=1)
     """Largest file a process may write (RLIMIT_FSIZE)."""
     open_files: int | None = Field(256, ge=16)
