@@ -133,6 +133,7 @@ def test_plain_report_prints_a_table(runs: Path) -> None:
     result = run_cli("report", str(runs))
     assert result.returncode == 0, result.stderr
     assert "leaderboard (12 episodes)" in result.stdout and "reference" in result.stdout
+    assert "warning: some agent × task cells have only 3 seed(s)" in " ".join(result.stderr.split())
 
 
 def test_names_from_records_are_escaped_and_plotted_as_text(tmp_path: Path) -> None:

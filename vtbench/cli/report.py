@@ -38,6 +38,8 @@ def report(
 
     episodes = load_episodes(runs)
     result = build_report(episodes)
+    for warning in result.board.warnings:
+        err_console.print(f"warning: {warning}")
     written = []
     if html is not None:
         html.parent.mkdir(parents=True, exist_ok=True)
