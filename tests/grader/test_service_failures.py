@@ -78,3 +78,21 @@ def test_deeply_nested_json_at_intake_is_refused_naming_the_file(
     answer = agent.post("/v1/validations", json={"model": "models/good"})
     assert answer.status_code == 422, answer.text
     assert offender in answer.json()["error"] and "nested deeper" in answer.json()["error"]
+
+
+def test_a_model_that_fails_to_load_is_reported_without_store_paths(
+    grader: GraderProcess, small_task: Path, workspace: Path, private_store: Path
+) -> None:
+    config_path = workspace / "models" / "good" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["vocab_size"] = config["vocab_size"] * 2 + 1  # the weights no longer fit
+    config_path.write_text(json.dumps(config))
+    grader.start()
+    agent = grader.client(grader.create_episode(small_task, workspace))
+    shown = agent.post("/v1/validations", json={"model": "models/good"})
+    result = shown.json()
+    assert (result["state"], result["settlement"]) == ("failed_candidate", "charged")
+    assert "cannot load model" in result["error"], result["error"]
+    assert str(private_store) not in shown.text and "/cas/" not in shown.text
+    (detail,) = [e for e in Ledger().events() if e["kind"] == "candidate_failure_detail"]
+    assert "/cas/" in detail["detail"]["error"]

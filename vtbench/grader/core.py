@@ -26,6 +26,7 @@ submitted or merged folder) gets a lineage record kept by the grader alone
 import hashlib
 import hmac
 import logging
+import re
 import secrets
 import subprocess
 import threading
@@ -70,6 +71,16 @@ def normalised(gain: float | None, spread: float | None) -> float | None:
     if gain == 0:
         return 0.0
     return gain / spread if spread else None
+
+
+def without_store_paths(message: str) -> str:
+    """``<store>/<hash>/files/config.json`` becomes ``config.json``, the bare tree
+    ``the candidate``: store paths name the host's private store."""
+    store = layout.candidate_store()
+    for spelling in {str(store), str(store.resolve())}:
+        message = re.sub(re.escape(spelling) + r"/[0-9a-f]{64}/files/", "", message)
+        message = re.sub(re.escape(spelling) + r"(/[^\s:]*)?", "the candidate", message)
+    return message
 
 
 def token_hash(token: str) -> str:
@@ -530,7 +541,7 @@ class Grader:
         try:
             result, seconds = self._evaluate(inputs["split"], inputs)
         except (CheckpointError, HarnessError) as err:
-            self.ledger.fail_candidate(validation.id, err.one_line(),
+            self.ledger.fail_candidate(validation.id, self._for_agent(validation, err.one_line()),
                                        time.monotonic() - started)
             return
         except Exception as err:  # ours (a trusted scorer too), not the candidate's: refund
@@ -538,10 +549,21 @@ class Grader:
             return
         faults.checkpoint("scored")
         if result.get("error"):
+            result["error"] = self._for_agent(validation, result["error"])
             self.ledger.fail_candidate(validation.id, result["error"], seconds, result=result)
             return
         self.cache.put(key, result)
         self.ledger.complete(validation.id, result, seconds)
+
+    def _for_agent(self, validation: Validation, message: str) -> str:
+        """The message without candidate-store paths (the agent knows its candidate by its
+        workspace name); the operator finds the original in the log and the ledger."""
+        shown = without_store_paths(message)
+        if shown != message:
+            log.info("validation %s failed: %s", validation.id, message)
+            self.ledger.log_event(validation.episode, "candidate_failure_detail",
+                                  validation=validation.id, error=message)
+        return shown
 
     def _refund_grader_failure(self, validation: Validation, err: Exception) -> None:
         """Refund; the operator gets the traceback (log and ledger), the agent one line."""
