@@ -82,3 +82,15 @@ def test_settle_defuses_a_workspace_that_had_no_disk_limit(tmp_path: Path) -> No
     plain.settle()
     assert stat.S_IMODE((plain.workspace / "x").stat().st_mode) == 0o755
     assert [p.name for p in plain.workspace.iterdir()] == ["x"]
+
+
+def test_settle_finishes_while_a_process_still_holds_a_workspace_file(tmp_path: Path) -> None:
+    disk = WorkspaceDisk(tmp_path / "workspace", busy_wait_seconds=0.5)
+    disk.create(0.05)
+    (disk.workspace / "models").mkdir()
+    with (disk.workspace / "models" / "late.safetensors").open("wb") as held:
+        held.write(b"\0" * 1024)
+        held.flush()
+        disk.settle()
+        assert not disk.mounted and not disk.image.exists()
+    assert (disk.workspace / "models" / "late.safetensors").stat().st_size == 1024

@@ -18,9 +18,13 @@ import os
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 from vtbench.errors import VtbenchError
+
+BUSY_WAIT_SECONDS = 30.0
+"""How long an unmount waits for the last process to close the workspace's files."""
 
 
 class DiskError(VtbenchError):
@@ -48,8 +52,9 @@ def _run(*argv: str) -> None:
 class WorkspaceDisk:
     """The size-limited filesystem of one episode's workspace."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, busy_wait_seconds: float = BUSY_WAIT_SECONDS) -> None:
         self.workspace = workspace
+        self.busy_wait_seconds = busy_wait_seconds
         self.image = workspace.with_name(workspace.name + ".img")
 
     @property
@@ -71,9 +76,22 @@ class WorkspaceDisk:
             _run("mount", "-o", "loop,nodev,nosuid", str(self.image), str(self.workspace))
 
     def detach(self) -> None:
-        """Unmount, keeping the image (a resumed episode mounts it again)."""
-        if self.mounted:
-            _run("umount", str(self.workspace))
+        """Unmount, keeping the image (a resumed episode mounts it again).
+
+        A process still holding a file of the workspace (the grader ending a late intake)
+        gets ``busy_wait_seconds`` to let go; then the filesystem is unmounted lazily: it
+        leaves the path at once and the kernel frees it when the last file closes."""
+        deadline = time.monotonic() + self.busy_wait_seconds
+        while self.mounted:
+            try:
+                _run("umount", str(self.workspace))
+            except DiskError as err:
+                if "busy" not in str(err):
+                    raise
+                if time.monotonic() >= deadline:
+                    _run("umount", "--lazy", str(self.workspace))
+                else:
+                    time.sleep(0.2)
 
     def settle(self) -> None:
         """Copy the contents out to a plain folder, unmount, delete the image (a workspace
