@@ -1,10 +1,13 @@
 """dsl: program synthesis from three input/output examples (trusted task code).
 
-An item shows three examples of a hidden 1-2 operation program; the label holds the program
-and three hidden inputs with their outputs, on which the predicted program is scored. The
-initial training data is flawed: a fifth of the programs are wrong, some rows are repeated,
-some write programs in other syntaxes, and two-operation programs are rare although half of
-the evaluation items need two.
+An item shows three examples of a hidden program: one or two plain operations, then one
+operation with a four-letter literal (``append kqvz``). The literal makes the
+program space too large to search within the harness's CPU budget (see ``task.toml``): a system
+needs a model that proposes programs. The label holds the program and three hidden inputs
+with their outputs, on which the predicted program is scored. The initial training data is
+flawed: a fifth of the programs are wrong, some rows are repeated, some write programs in
+other syntaxes, and three-step programs are rare although half of the evaluation items
+need three.
 """
 
 import random
@@ -16,6 +19,7 @@ from vtbench.tasks.registry import import_file
 dsl = import_file(Path(__file__).parent / "public" / "harness" / "dsl.py", "dsl_language")
 
 NAMES = sorted(dsl.OPERATIONS)
+LITERAL_NAMES = sorted(dsl.LITERAL_OPERATIONS)
 PROMPT = "{examples}program:"
 
 
@@ -24,8 +28,11 @@ def random_word(rng: random.Random) -> str:
 
 
 def random_program(rng: random.Random, two_op_share: float = 0.5) -> str:
+    """One or two plain operations, then a literal operation."""
     length = 2 if rng.random() < two_op_share else 1
-    return " | ".join(rng.choice(NAMES) for _ in range(length))
+    steps = [rng.choice(NAMES) for _ in range(length)]
+    literal = "".join(rng.choices(string.ascii_lowercase, k=dsl.LITERAL_LENGTH))
+    return " | ".join([*steps, f"{rng.choice(LITERAL_NAMES)} {literal}"])
 
 
 def make_item(rng: random.Random, two_op_share: float = 0.5) -> dict:

@@ -1,13 +1,12 @@
 """dsl reference solution: scripted changes to data, trainer and harness.
 
-Data: recover the examples of every row, relabel it with the shortest program (from an
-exhaustive search with the public interpreter) that reproduces them, drop rows none fits,
-remove duplicates, and synthesise two-operation items the data lacks.
+Data: read every row's program in the documented syntax (the rows written with commas or
+in capitals rewritten), keep the rows whose program reproduces their examples with the
+public interpreter, remove duplicates, and synthesise the three-step items the data lacks.
 Trainer: completion-only loss, warm-up and cosine decay, 400 steps (the initial 300).
-Harness: sample eight programs and keep one that reproduces the shown examples.
+Harness: sample programs and keep one that reproduces the shown examples.
 """
 
-import itertools
 import random
 import shutil
 import tomllib
@@ -20,34 +19,27 @@ from vtbench.tasks.tiny_reference import improve_trainer, read_rows, write_rows
 HERE = Path(__file__).parent
 
 
-def all_programs(names: list[str]) -> list[str]:
-    singles = list(names)
-    pairs = [f"{a} | {b}" for a, b in itertools.product(names, repeat=2)]
-    return singles + pairs
+def documented_syntax(program: str) -> str:
+    return program.strip().lower().replace(", ", " | ")
 
 
-def relabel(examples: list[list[str]], programs: list[str], dsl) -> str | None:
-    for program in programs:
-        if all(dsl.run(program, source) == target for source, target in examples):
-            return program
-    return None
+def fits(program: str, examples: list[list[str]], dsl) -> bool:
+    return all(dsl.run(program, source) == target for source, target in examples)
 
 
 def apply_data(data_dir: Path, task) -> None:
     builder = task.builder
-    programs = all_programs(builder.NAMES)
     cleaned = {}
     for row in read_rows(data_dir):
         instance_input = builder.row_input(row)
-        program = instance_input and relabel(instance_input["examples"], programs, builder.dsl)
-        if program:
+        program = documented_syntax(row["completion"])
+        if instance_input and fits(program, instance_input["examples"], builder.dsl):
             cleaned[row["prompt"]] = {"prompt": row["prompt"], "completion": f" {program}"}
     rng = random.Random(11)
     while len(cleaned) < 3000:
         item = builder.make_item(rng, two_op_share=0.8)
-        program = relabel(item["examples"], programs, builder.dsl)
         prompt = builder.PROMPT.format(examples=builder.format_examples(item["examples"]))
-        cleaned[prompt] = {"prompt": prompt, "completion": f" {program}"}
+        cleaned[prompt] = {"prompt": prompt, "completion": f" {item['program']}"}
     write_rows(data_dir, list(cleaned.values()))
 
 

@@ -1,6 +1,7 @@
 import gzip
 import io
 import json
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -40,15 +41,20 @@ def test_the_initial_workspace_of_every_tiny_task_passes(task_id: str, private_s
 
 
 def test_a_label_that_the_public_data_already_holds_is_no_fingerprint(
-        private_store: Path) -> None:
+        private_store: Path, tmp_path: Path) -> None:
     dsl = find_task("dsl")
     ensure_splits(dsl)
-    programs = {item["label"]["program"] for item in load_split(dsl, "val")}
+    program = load_split(dsl, "val")[0]["label"]["program"]
+    assert program.lower() in fingerprints(dsl)
+    shutil.copytree(dsl.root.parent, tmp_path / "tasks",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with (tmp_path / "tasks" / "dsl" / "public" / "data" / "train.jsonl").open("a") as data:
+        data.write(json.dumps({"prompt": "program:", "completion": f" {program}"}) + "\n")
+    published = find_task(str(tmp_path / "tasks" / "dsl"))
+    assert program.lower() not in fingerprints(published)
     hidden = {pair[1] for item in load_split(dsl, "test") for pair in item["label"]["hidden"]
               if len(pair[1]) >= 16}
-    prints = fingerprints(dsl)
-    assert not {p.lower() for p in programs} & prints  # "double | reverse" is in data/
-    assert hidden and {h.lower() for h in hidden} <= prints
+    assert hidden and {h.lower() for h in hidden} <= fingerprints(published)
 
 
 def test_a_test_item_inside_a_gz_file_is_found_and_named(arith, tmp_path: Path) -> None:

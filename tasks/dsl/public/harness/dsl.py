@@ -1,14 +1,18 @@
 """The string-transformation DSL of the dsl task.
 
-A program is one or more operations separated by " | ", applied left to right:
+A program is operations separated by " | ", applied left to right (at most four):
 
     upper    letters to capitals           reverse  reverse the string
     double   the string twice              first3   the first three characters
     last3    the last three characters     drop1    drop the first character
     sort     characters in sorted order
+    append XYZ    add XYZ at the end       prepend XYZ   add XYZ at the start
+                  (XYZ: four lowercase letters, e.g. "append kqvz")
 
-Example: "reverse | upper" turns "abc" into "CBA".
+Example: "reverse | upper | append kqvz" turns "abc" into "CBAkqvz".
 """
+
+import string
 
 OPERATIONS = {
     "upper": str.upper,
@@ -19,21 +23,40 @@ OPERATIONS = {
     "drop1": lambda s: s[1:],
     "sort": lambda s: "".join(sorted(s)),
 }
+LITERAL_OPERATIONS = {
+    "append": lambda s, literal: s + literal,
+    "prepend": lambda s, literal: literal + s,
+}
+LITERAL_LENGTH = 4
 
 
-def parse(program: str) -> list[str] | None:
-    """The operation names of a program, or None if it is not a valid program."""
-    names = [part.strip() for part in program.strip().split("|")]
-    if not names or len(names) > 4 or any(name not in OPERATIONS for name in names):
+def is_literal(word: str) -> bool:
+    return len(word) == LITERAL_LENGTH and all(c in string.ascii_lowercase for c in word)
+
+
+def parse_step(step: str) -> tuple[str, str | None] | None:
+    words = step.split()
+    if len(words) == 1 and words[0] in OPERATIONS:
+        return words[0], None
+    if len(words) == 2 and words[0] in LITERAL_OPERATIONS and is_literal(words[1]):
+        return words[0], words[1]
+    return None
+
+
+def parse(program: str) -> list[tuple[str, str | None]] | None:
+    """The steps (operation, literal or None) of a program, or None if it is not valid."""
+    steps = [parse_step(part) for part in program.strip().split("|")]
+    if not steps or len(steps) > 4 or any(step is None for step in steps):
         return None
-    return names
+    return steps  # type: ignore[return-value]
 
 
 def run(program: str, text: str) -> str | None:
     """Apply a program to a string; None if the program is invalid."""
-    names = parse(program)
-    if names is None:
+    steps = parse(program)
+    if steps is None:
         return None
-    for name in names:
-        text = OPERATIONS[name](text)
+    for name, literal in steps:
+        text = (OPERATIONS[name](text) if literal is None
+                else LITERAL_OPERATIONS[name](text, literal))
     return text
