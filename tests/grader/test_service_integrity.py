@@ -168,3 +168,29 @@ def test_intake_litter_is_swept_at_grader_start_and_at_episode_close(
     litter = plant_litter()
     assert grader.operator_client().post(f"/v1/operator/episodes/{episode}/finish").is_success
     assert not litter.exists()
+
+
+@pytest.mark.slow  # one real (time-limited) evaluation
+def test_parallel_validations_never_spend_more_grader_seconds_than_the_budget(
+    grader: GraderProcess, small_task: Path, workspace: Path
+) -> None:
+    grader.start()
+    body = {"task": str(small_task), "workspace": str(workspace),
+            "budgets": {"validations": 5, "compute_seconds": 1.0}}
+    token = grader.operator_client().post("/v1/operator/episodes", json=body).json()["token"]
+    names = [variant(workspace, index) for index in range(3)]
+
+    def request(name: str) -> dict:
+        with grader.client(token) as agent:
+            return dict(agent.post("/v1/validations", json={"model": name}).json())
+
+    with ThreadPoolExecutor(3) as pool:
+        shown = list(pool.map(request, names))
+    assert all(v["state"] not in ("queued", "running") for v in shown), shown
+    status = grader.client(token).get("/v1/status").json()
+    assert status["compute_seconds_left"] >= 0
+    ledger = Ledger()
+    charged = [r for r in ledger.export()["budget_rows"]
+               if r["kind"] == "compute_seconds" and r["op"] == "charge"]
+    assert sum(r["amount"] for r in charged) <= 1.0
+    assert ledger.check_consistency() == []

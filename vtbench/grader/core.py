@@ -509,7 +509,8 @@ class Grader:
                 with self._changed:
                     self._changed.notify_all()
 
-    def _evaluate(self, split: str, inputs: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    def _evaluate(self, split: str, inputs: dict[str, Any],
+                  timeout: float | None = None) -> tuple[dict[str, Any], float]:
         """Run the evaluation pipeline on stored inputs; returns (result, seconds)."""
         from vtbench.evaluation import evaluate
         from vtbench.tasks import find_task
@@ -522,7 +523,7 @@ class Grader:
         faults.checkpoint("model_loading")
         started = time.monotonic()
         result = evaluate(task, model.path, split, harness.path if harness else None,
-                          sandbox=self.sandbox,
+                          sandbox=self.sandbox, timeout=timeout,
                           on_progress=lambda done, total: faults.checkpoint("harness_running"))
         return result.model_dump(mode="json"), time.monotonic() - started
 
@@ -537,9 +538,14 @@ class Grader:
         if cached is not None:
             self.ledger.complete(validation.id, {**cached, "cached": True}, compute_seconds=0.0)
             return
+        left = self.ledger.remaining(validation.episode).compute_seconds
+        if left <= 0:
+            self.ledger.fail_infra(validation.id, "no grader compute seconds left when its "
+                                                  "turn came; this validation was refunded")
+            return
         started = time.monotonic()
         try:
-            result, seconds = self._evaluate(inputs["split"], inputs)
+            result, seconds = self._evaluate(inputs["split"], inputs, timeout=left)
         except (CheckpointError, HarnessError) as err:
             self.ledger.fail_candidate(validation.id, self._for_agent(validation, err.one_line()),
                                        time.monotonic() - started)

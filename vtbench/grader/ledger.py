@@ -297,10 +297,13 @@ class Ledger:
         return self.validation(validation_id)
 
     def claim_next(self) -> Validation | None:
-        """Start the oldest queued validation of any episode, or return None."""
+        """Start the oldest queued validation of an episode with none running, or None."""
         while True:
-            rows = self._read(
-                "SELECT id FROM validations WHERE state = 'queued' ORDER BY id LIMIT 1"
+            rows = self._read(  # one running validation per episode: each is capped at
+                # the compute seconds left when it starts, so two at once could overspend
+                "SELECT id FROM validations WHERE state = 'queued' AND episode NOT IN"
+                " (SELECT episode FROM validations WHERE state = 'running')"
+                " ORDER BY id LIMIT 1"
             )
             if not rows:
                 return None
@@ -349,8 +352,10 @@ class Ledger:
                  error, compute_seconds, now, validation_id),
             )
             closing = [("validation_credit", "charge" if charged else "refund", row["credit"])]
-            if charged:
-                closing.append(("compute_seconds", "charge", max(compute_seconds, 0.0)))
+            if charged:  # never past the budget: a run is capped at what was left anyway
+                left = max(self._remaining(conn, row["episode"]).compute_seconds, 0.0)
+                closing.append(("compute_seconds", "charge", min(max(compute_seconds, 0.0),
+                                                                 left)))
             for kind, op, amount in closing:
                 conn.execute(
                     "INSERT INTO budget_rows (episode, validation, kind, op, amount, at)"
