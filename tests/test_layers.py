@@ -19,6 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
         "errors",
         "layout",
         "processes",
+        "boundedjson",
         "spec",
         "sandbox",
         "models",
