@@ -1,4 +1,5 @@
-"""Where things live on disk: the private store, the built-in tasks, the released base model.
+"""Where things live on disk: the private store, the built-in tasks, the released base model,
+the files of one episode folder.
 
 One module decides every path so that no other module invents one. The private store
 (``$VTBENCH_HOME``) is the only place that holds secrets, private splits and cached
@@ -6,6 +7,7 @@ systems; it is never inside the repository or a workspace.
 """
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
@@ -58,3 +60,63 @@ def operator_packages() -> Path:
     configured = os.environ.get("VTBENCH_VENDOR")
     path = Path(configured) if configured else REPO_ROOT / ".venv-operator"
     return path.expanduser().resolve()
+
+
+RECORD_FILE = "episode.json"
+SNAPSHOTS_DIR = "snapshots.git"
+
+
+@dataclass(frozen=True)
+class EpisodePaths:
+    """The files of one episode folder. The runner writes them, the grader commits snapshots
+    and the analysis reads records through this one description, so none of them infers
+    another's layout. Everything but ``workspace`` lies outside the agent's reach."""
+
+    folder: Path
+
+    @classmethod
+    def of_workspace(cls, workspace: Path) -> "EpisodePaths":
+        """The episode whose workspace is ``workspace`` (the grader knows only that path)."""
+        return cls(workspace.parent)
+
+    @property
+    def workspace(self) -> Path:
+        return self.folder / "workspace"
+
+    @property
+    def snapshots(self) -> Path:
+        """The git directory of the workspace's snapshots, beside the workspace."""
+        return self.folder / SNAPSHOTS_DIR
+
+    @property
+    def record(self) -> Path:
+        """The episode record (``EpisodeRecord`` as JSON)."""
+        return self.folder / RECORD_FILE
+
+    @property
+    def runner_state(self) -> Path:
+        """The runner's private state (grader token, deadline) that ``--resume`` reads."""
+        return self.folder / ".runner-state.json"
+
+    @property
+    def agent_log(self) -> Path:
+        return self.folder / "agent.log"
+
+    @property
+    def gateway_log(self) -> Path:
+        return self.folder / "gateway.log"
+
+    @property
+    def gateway_socket(self) -> Path:
+        """Where the episode's gateway listens, when the path fits a unix socket's limit."""
+        return self.folder / "gateway.sock"
+
+    @property
+    def llm_usage(self) -> Path:
+        """The gateway's usage ledger (SQLite) of this episode."""
+        return self.folder / "llm-usage.sqlite"
+
+    @property
+    def llm_trajectory(self) -> Path:
+        """Every exchange with the LLM provider, one JSON line each."""
+        return self.folder / "llm-trajectory.jsonl"

@@ -28,9 +28,9 @@ from pathlib import Path
 from types import TracebackType
 
 from vtbench.errors import AnalysisError
+from vtbench.layout import SNAPSHOTS_DIR
 
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-SNAPSHOTS_DIR = "snapshots.git"
 ALTERNATES = ("objects/info/alternates", "objects/info/http-alternates")
 BATCH = 48
 """Most object names sent to git at once: 48 names fit even a one-page pipe buffer, so

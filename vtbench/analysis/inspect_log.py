@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from vtbench.analysis.loading import Episode
 from vtbench.errors import MissingDependency
+from vtbench.layout import EpisodePaths
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample
     from inspect_ai.model import ChatMessage
 
-TRAJECTORY = "llm-trajectory.jsonl"
 INSTRUCTION = "Improve the task's system (data, trainer, harness), validate, submit one."
 _TEXT_KEYS = ("content", "parts", "message", "choices", "output", "candidates", "input")
 
@@ -56,7 +56,7 @@ def last_sent(request: Any) -> str:
 
 
 def exchanges(folder: Path) -> list[dict[str, Any]]:
-    path = folder / TRAJECTORY
+    path = EpisodePaths(folder).llm_trajectory
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

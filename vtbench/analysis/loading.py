@@ -19,8 +19,8 @@ from vtbench.analysis.history import EpisodeHistory, load_history
 from vtbench.analysis.metrics import EpisodeMetrics, episode_metrics
 from vtbench.episode.record import EpisodeRecord
 from vtbench.errors import AnalysisError
+from vtbench.layout import RECORD_FILE
 
-RECORD_FILE = "episode.json"
 MAX_DEPTH = 4
 
 

@@ -27,6 +27,7 @@ from vtbench.episode.record import (
     Submission,
     Validation,
 )
+from vtbench.layout import EpisodePaths
 
 Files = dict[str, str]
 BASE_TIME = 1_790_000_000
@@ -143,7 +144,7 @@ def make_episode(root: Path, agent: str, task: str, seed: int, *, harness: bool 
                else [_fake_id(folder.name, i) for i in range(len(trees))])
     record = _record(agent, task, seed, commits, scores, best,
                      (initial_val, initial_test, reference), rng)
-    (folder / "episode.json").write_text(record.model_dump_json(indent=1))
+    EpisodePaths(folder).record.write_text(record.model_dump_json(indent=1))
     return folder
 
 

@@ -26,6 +26,7 @@ import httpx
 
 from vtbench.episode.record import LlmUsage
 from vtbench.errors import GatewayError, VtbenchError
+from vtbench.layout import EpisodePaths
 from vtbench.processes import stop_process
 from vtbench.sandbox import grant_socket
 from vtbench.spec import Budgets
@@ -54,16 +55,16 @@ def config_path(option: Path | None, agent: str) -> Path:
 
 
 def usage_db(folder: Path) -> Path:
-    return folder / "llm-usage.sqlite"
+    return EpisodePaths(folder).llm_usage
 
 
 def socket_path(folder: Path) -> Path:
-    inside = folder / "gateway.sock"
+    inside = EpisodePaths(folder).gateway_socket
     if len(str(inside)) <= SOCKET_PATH_MAX:
         return inside
     short = Path(tempfile.mkdtemp(prefix="vtb-gw-", dir="/tmp"))
     short.chmod(0o755)
-    return short / "gateway.sock"
+    return short / inside.name
 
 
 def alive(socket: Path) -> bool:
@@ -83,7 +84,7 @@ def serve_command(config: Path, episode_id: str, budgets: Budgets, folder: Path,
             "--episode", episode_id, "--socket", str(socket),
             "--max-tokens", str(budgets.llm_tokens), "--max-dollars", str(budgets.llm_dollars),
             "--usage-db", str(usage_db(folder)),
-            "--trajectory", str(folder / "llm-trajectory.jsonl")]
+            "--trajectory", str(EpisodePaths(folder).llm_trajectory)]
 
 
 @contextmanager
@@ -92,7 +93,7 @@ def running_gateway(config: Path, episode_id: str, budgets: Budgets, folder: Pat
     """Serve the episode's gateway for the duration of the block; yields its socket."""
     socket = socket_path(folder)
     socket.unlink(missing_ok=True)
-    log = folder / "gateway.log"
+    log = EpisodePaths(folder).gateway_log
     with log.open("ab") as out:
         process = subprocess.Popen(serve_command(config, episode_id, budgets, folder, socket),
                                    stdout=out, stderr=out, stdin=subprocess.DEVNULL)

@@ -36,6 +36,7 @@ from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
 from vtbench.episode.timesplit import TimeSplit, close
 from vtbench.errors import NotPrepared, VtbenchError
 from vtbench.grader.core import operator_token
+from vtbench.layout import EpisodePaths
 from vtbench.models.base import resolve_base
 from vtbench.prepare import score_summary
 from vtbench.prepare.digest import is_current
@@ -84,28 +85,20 @@ def initial_model(task: Task) -> Path:
     return model
 
 
-class Episode:
+class Episode(EpisodePaths):
     """One episode folder: record, workspace, snapshots, the runner's private state."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.workspace = folder / "workspace"
-        self.snapshots = folder / "snapshots.git"
-        self.record_path = folder / "episode.json"
-        self.state_path = folder / ".runner-state.json"
-        self.log = folder / "agent.log"
-
     def save(self, record: EpisodeRecord) -> None:
-        atomic_write(self.record_path, record.model_dump_json(indent=2), mode=0o644)
+        atomic_write(self.record, record.model_dump_json(indent=2), mode=0o644)
 
     def load(self) -> EpisodeRecord:
-        return EpisodeRecord.model_validate_json(self.record_path.read_text())
+        return EpisodeRecord.model_validate_json(self.record.read_text())
 
     def save_state(self, state: dict[str, Any]) -> None:
-        atomic_write(self.state_path, json.dumps(state))
+        atomic_write(self.runner_state, json.dumps(state))
 
     def state(self) -> dict[str, Any]:
-        return json.loads(self.state_path.read_text())
+        return json.loads(self.runner_state.read_text())
 
 
 def start_episode(options: RunOptions, events: Events) -> tuple[Episode, EpisodeRecord]:
@@ -167,7 +160,7 @@ def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, gra
     audit(task, [mount.source for mount in spec.mounts])
     deadline = {DEADLINE_ENV: str(int(time.time() + remaining))}
     spec = spec.model_copy(update={"env": {**spec.env, **deadline}})
-    with episode.log.open("ab") as log:
+    with episode.agent_log.open("ab") as log:
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
                                                      stdout=log, stderr=log)
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
@@ -227,7 +220,7 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
         record = episode.load()
         if record.status == "finished":
             WorkspaceDisk(episode.workspace).settle()
-            return record, episode.record_path
+            return record, episode.record
     else:
         episode, record = start_episode(options, events)
     disk = WorkspaceDisk(episode.workspace)
@@ -237,7 +230,7 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
         disk.settle()
     finally:
         disk.detach()
-    return record, episode.record_path
+    return record, episode.record
 
 
 def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
@@ -246,7 +239,7 @@ def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
     with running_grader(options.sandbox) as grader:
         events(f"grader log: {grader_log()}")
         client = GraderClient(grader, operator_token())
-        if not episode.state_path.exists():
+        if not episode.runner_state.exists():
             task_path = str(find_task(options.task).root)
             grant = client.create_episode(task_path, episode.workspace)
             episode.save_state({"episode": grant["episode"], "token": grant["token"],

@@ -59,6 +59,7 @@ from vtbench.grader.lineage import (
 )
 from vtbench.grader.merge import Merger, MergeRequest, MergeResult
 from vtbench.grader.storekeeper import StoreKeeper
+from vtbench.layout import EpisodePaths
 
 log = logging.getLogger("vtbench.grader")
 PRISTINE = "pristine"
@@ -355,7 +356,7 @@ class Grader:
         if episode.workspace is None:
             return None
         workspace = Path(episode.workspace)
-        git_dir = workspace.parent / "snapshots.git"
+        git_dir = EpisodePaths.of_workspace(workspace).snapshots
         if not git_dir.is_dir():
             return None
         try:
