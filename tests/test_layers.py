@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "vtbench"
 LAYERS: list[tuple[str, ...]] = [
     (
         "errors",
+        "boundedjson",
         "layout",
         "processes",
         "boundedjson",
