@@ -20,7 +20,6 @@ LAYERS: list[tuple[str, ...]] = [
         "boundedjson",
         "layout",
         "processes",
-        "boundedjson",
         "spec",
         "sandbox",
         "models",
