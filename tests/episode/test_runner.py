@@ -6,6 +6,7 @@ from pathlib import Path
 from vtbench.agents.reference_agent import SUBMIT_MARGIN_S
 from vtbench.episode.record import EpisodeRecord
 from vtbench.episode.runner import RunOptions, run_episode
+from vtbench.sandbox import cgroup_limits
 
 
 def episode(task: Path, agent: str, out: Path, minutes: float = 3) -> EpisodeRecord:
@@ -101,3 +102,6 @@ def test_the_record_says_what_the_episode_ran_with(
     assert made.task_digest is not None and len(made.task_digest) == 64
     assert made.hardware.cpu_cores > 0 and made.hardware.cpu_model
     assert record.model is None and record.reasoning_effort is None
+    assert made.sandbox_limits == cgroup_limits().mode and not made.weak_limits_allowed
+    assert made.sandbox_limits_detail == cgroup_limits().describe()
+

@@ -86,6 +86,8 @@ def episode_section(episode: Episode, label: str) -> str:
     changed = "unclassified" if components is None else "+".join(components) or "nothing"
     summary = (f"{record.episode_id}: {label} on {record.task}, seed {record.seed}, "
                f"gain {gain}, {len(record.validations)} validations, changed {changed}")
+    if record.provenance.weak_limits_allowed:
+        summary += ", weak sandbox limits allowed"
     steps = (table(steps_table(episode), f"steps-{record.episode_id}")
              if episode.history.steps else
              f"<p>{html.escape(episode.history.error or 'no steps')}</p>")

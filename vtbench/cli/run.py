@@ -1,5 +1,6 @@
 """``vtbench run``: one research episode, end to end."""
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,8 @@ def summary(record: "EpisodeRecord", record_path: Path) -> dict[str, object]:
             "final_test": record.final_test, "reference_test": record.reference_test,
             "gain": record.gain, "normalized_gain": record.normalized_gain,
             "validations_used": record.validations_used, "stop_reason": record.stop_reason,
+            "sandbox_limits": (record.provenance.sandbox_limits_detail or "unrecorded")
+            + (", weak limits allowed" if record.provenance.weak_limits_allowed else ""),
             "record_path": str(record_path)}
 
 
@@ -37,10 +40,17 @@ def run(
         help="LLM gateway TOML (upstreams, key variables, prices) for LLM agents; "
              "default $VTBENCH_GATEWAY_CONFIG.")] = None,
     resume: Annotated[Path | None, typer.Option(help="Finish an interrupted episode.")] = None,
+    allow_weak_limits: Annotated[bool, typer.Option(
+        help="Run untrusted code even where no cgroup (v2 or v1) limits memory and processes "
+             "per sandbox; the episode record says so.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result object.")] = False,
 ) -> None:
     """Run one episode; the agent's submission is scored on the hidden test split."""
     from vtbench.episode.runner import RunOptions, run_episode
+    from vtbench.sandbox import ALLOW_WEAK_LIMITS_ENV
+
+    if allow_weak_limits:  # read by every sandbox start, the grader's process included
+        os.environ[ALLOW_WEAK_LIMITS_ENV] = "1"
 
     if resume is None and (task is None or agent is None):
         raise VtbenchError("say which task and agent", hint="pass --task and --agent, or --resume")

@@ -16,6 +16,7 @@ from pathlib import Path
 from vtbench import layout
 from vtbench.episode.record import Hardware, Provenance
 from vtbench.prepare.digest import pack_digest
+from vtbench.sandbox import cgroup_limits, weak_limits_allowed
 from vtbench.tasks.registry import Task
 
 
@@ -72,5 +73,8 @@ def hardware() -> Hardware:
 
 
 def provenance(task: Task, sandbox: str) -> Provenance:
+    limits = cgroup_limits()
     return Provenance(vtbench_version=vtbench_version(), vtbench_commit=vtbench_commit(),
-                      task_digest=pack_digest(task), sandbox=sandbox, hardware=hardware())
+                      task_digest=pack_digest(task), sandbox=sandbox, hardware=hardware(),
+                      sandbox_limits=limits.mode, sandbox_limits_detail=limits.describe(),
+                      weak_limits_allowed=weak_limits_allowed())

@@ -105,6 +105,13 @@ class Provenance(Record):
     """sha256 of the task pack and its base model (:func:`vtbench.prepare.digest.pack_digest`)."""
     sandbox: str | None = None
     """Sandbox backend of the research sandbox (bwrap, docker, none)."""
+    sandbox_limits: Literal["v2", "v1", "none"] | None = None
+    """Which cgroups limited each bwrap sandbox of this host: v2, v1, or none (rlimits)."""
+    sandbox_limits_detail: str | None = None
+    """The limits in words, e.g. ``cgroup v2 (cpu, memory, pids; cgroup.kill)``."""
+    weak_limits_allowed: bool = False
+    """The operator passed ``--allow-weak-limits``: sandboxes may have run without
+    per-sandbox memory and pids limits (processes counted per uid)."""
     hardware: Hardware = Field(default_factory=Hardware)
 
 

@@ -74,6 +74,10 @@ nodes of the host bound so that indexes keep their host meaning; with ``gpus=[]`
 device node is bound and CUDA sees no GPU).
 """
 
+from vtbench.sandbox._cgroup import ALLOW_WEAK_ENV as ALLOW_WEAK_LIMITS_ENV
+from vtbench.sandbox._cgroup import Support as CgroupLimits
+from vtbench.sandbox._cgroup import support as cgroup_limits
+from vtbench.sandbox._cgroup import weak_limits_allowed
 from vtbench.sandbox._process import SandboxProcess
 from vtbench.sandbox._protocol import Sandbox
 from vtbench.sandbox._resolve import BACKENDS, get_sandbox
@@ -81,7 +85,9 @@ from vtbench.sandbox._runtime import grant_socket, prepare_writable, python_runt
 from vtbench.sandbox._spec import CompletedRun, Ending, Limits, Mount, SandboxSpec
 
 __all__ = [
+    "ALLOW_WEAK_LIMITS_ENV",
     "BACKENDS",
+    "CgroupLimits",
     "CompletedRun",
     "Ending",
     "Limits",
@@ -89,8 +95,10 @@ __all__ = [
     "Sandbox",
     "SandboxProcess",
     "SandboxSpec",
+    "cgroup_limits",
     "get_sandbox",
     "grant_socket",
     "prepare_writable",
     "python_runtime_mounts",
+    "weak_limits_allowed",
 ]
