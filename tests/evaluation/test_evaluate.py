@@ -171,7 +171,7 @@ def test_weights_that_fail_to_load_are_a_checkpoint_error_and_the_harness_is_not
     # The harness starts while the model loads; it must be ended, not waited for.
     harness = write_harness(tmp_path / "h", "import time\ntime.sleep(120)\n")
     started = time.monotonic()
-    with pytest.raises(CheckpointError, match="cannot load model"):
+    with pytest.raises(CheckpointError, match="the weights do not cover the config"):
         evaluate(find_task("dsl"), broken, "val", harness_dir=harness,
                  items=some_items("dsl", 3))
     assert time.monotonic() - started < 60

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.models.conftest import memory_bomb
 from vtbench.errors import CheckpointError
 from vtbench.models.checkpoint import check_checkpoint, load_checkpoint, load_tokenizer
 from vtbench.models.tiny import new_tiny_model, save_checkpoint
@@ -149,7 +150,7 @@ def test_a_config_that_does_not_fit_the_weights_is_one_line(checkpoint: Path) ->
     config = json.loads(path.read_text())
     config["hidden_size"] = 96
     path.write_text(json.dumps(config))
-    assert "cannot load model" in refusal(checkpoint)
+    assert "the weights do not cover the config" in refusal(checkpoint)
 
 
 def test_an_unknown_model_type_is_one_line(checkpoint: Path) -> None:
@@ -162,3 +163,31 @@ def test_an_unknown_model_type_is_one_line(checkpoint: Path) -> None:
 
 def test_check_checkpoint_returns_the_resolved_directory(checkpoint: Path) -> None:
     assert check_checkpoint(checkpoint) == checkpoint.resolve()
+
+
+def test_weights_that_leave_out_what_the_config_asks_for_are_refused_before_allocation(
+        saved: Path, tmp_path: Path) -> None:
+    import resource
+
+    bomb = memory_bomb(saved, tmp_path / "bomb")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    line = refusal(bomb)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert "config.json: the weights do not cover the config" in line
+    assert "12 of its 38 parameters" in line and "mlp.gate_proj.weight [150000, 192]" in line
+    assert grown_mb < 200
+
+
+def test_a_tensor_of_another_shape_than_the_config_says_is_refused(checkpoint: Path) -> None:
+    config = json.loads((checkpoint / "config.json").read_text())
+    config["vocab_size"] += 1
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    assert "model.embed_tokens.weight [102, 192]" in refusal(checkpoint)
+
+
+def test_a_config_asking_for_more_layers_than_the_weights_hold_tensors_is_refused(
+        checkpoint: Path) -> None:
+    config = json.loads((checkpoint / "config.json").read_text())
+    config["num_hidden_layers"] = 1_000_000
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    assert "asks for 1000000 layers, the weights hold 38 tensors" in refusal(checkpoint)

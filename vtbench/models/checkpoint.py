@@ -13,7 +13,12 @@ inspected before anything in it is opened by transformers. Guarantees of
   is called with ``trust_remote_code=False``, ``use_safetensors=True`` and
   ``local_files_only=True``, so no code and no file is fetched;
 - every safetensors header parses and its tensors lie inside the file, so a truncated or
-  corrupt file is one :class:`CheckpointError` naming the file, never a traceback.
+  corrupt file is one :class:`CheckpointError` naming the file, never a traceback;
+- :func:`load_checkpoint` also checks, before any weight is allocated, that the weights
+  cover the config: every parameter of the model ``config.json`` describes is in a
+  safetensors header with that shape. Otherwise transformers would initialise what is
+  missing, and a small candidate could ask for gigabytes (an ``intermediate_size`` of
+  150000 with the MLP tensors left out).
 
 What it trusts: the installed transformers/safetensors libraries and the JSON and
 tokenizer files (data, not code; chat templates render in jinja's sandbox).
@@ -31,7 +36,7 @@ from vtbench.errors import CheckpointError
 
 if TYPE_CHECKING:
     import torch
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 PICKLE_SUFFIXES = frozenset({".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy",
                              ".npz"})
@@ -87,15 +92,53 @@ def load_checkpoint(directory: Path, device: str = "cpu",
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     weights = sum(path.stat().st_size for path in root.glob("*.safetensors"))
     try:
+        config = check_weights_cover_config(root)
         with _loader_threads(weights >= SYNC_LOAD_BYTES):
             model = AutoModelForCausalLM.from_pretrained(
-                root, trust_remote_code=False, use_safetensors=True, local_files_only=True,
-                dtype=dtype,
+                root, config=config, trust_remote_code=False, use_safetensors=True,
+                local_files_only=True, dtype=dtype,
             )
     except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
         raise CheckpointError(f"{root}: cannot load model: {_first_line(err)}",
                               hint="check config.json against the weights") from err
     return cast(Any, model).to(device).eval()
+
+
+def check_weights_cover_config(root: Path) -> "PretrainedConfig":
+    """The config of the checked checkpoint ``root``, once its weights cover it.
+
+    The model the config describes is built on the meta device (shapes, no memory) and
+    each of its parameters (a tied group counts once) must be in a safetensors header with
+    the same shape; no tensor is read. Layers are counted against the header first, so a
+    config asking for a million layers is refused before a million modules are built.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(root, trust_remote_code=False, local_files_only=True)
+    shapes = _header_shapes(root)
+    layers = getattr(config.get_text_config(), "num_hidden_layers", 0) or 0
+    if not isinstance(layers, int) or layers > len(shapes):
+        raise CheckpointError(f"{root / 'config.json'}: asks for {layers} layers, the weights "
+                              f"hold {len(shapes)} tensors", hint=_COVER_HINT)
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+    prefix = f"{skeleton.base_model_prefix}."
+    groups: dict[int, list[tuple[str, list[int]]]] = {}
+    for name, parameter in skeleton.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(parameter), []).append((name, list(parameter.shape)))
+    uncovered = [names[0] for names in groups.values()
+                 if not any(shapes.get(name, shapes.get(name.removeprefix(prefix))) == shape
+                            for name, shape in names)]
+    if uncovered:
+        shown = ", ".join(f"{name} {shape}" for name, shape in uncovered[:3])
+        raise CheckpointError(f"{root / 'config.json'}: the weights do not cover the config: "
+                              f"{len(uncovered)} of its {len(groups)} parameters are missing or "
+                              f"have another shape ({shown})", hint=_COVER_HINT)
+    return config
+
+
+_COVER_HINT = "save config.json and the weights together with save_pretrained"
 
 
 def load_tokenizer(directory: Path) -> "PreTrainedTokenizerBase":
@@ -178,8 +221,20 @@ def _check_index(root: Path, index: Path, names: set[str]) -> None:
             raise CheckpointError(f"{index}: shard {shard!r} is not a file of the checkpoint")
 
 
-def _check_safetensors(path: Path) -> None:
-    """Parse the header and check every tensor's byte range lies inside the file."""
+def _header_shapes(root: Path) -> dict[str, list[int]]:
+    """Every tensor's shape, by name, from the headers of the checkpoint's safetensors."""
+    shapes: dict[str, list[int]] = {}
+    for path in sorted(root.rglob("*.safetensors")):
+        for name, info in _check_safetensors(path).items():
+            shape = info.get("shape")
+            if isinstance(shape, list):
+                shapes[name] = shape
+    return shapes
+
+
+def _check_safetensors(path: Path) -> dict[str, Any]:
+    """Parse the header and check every tensor's byte range lies inside the file; the
+    header's tensor entries, by name."""
     size = path.stat().st_size
     with path.open("rb") as handle:
         prefix = handle.read(8)
@@ -195,14 +250,14 @@ def _check_safetensors(path: Path) -> None:
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: corrupt safetensors file (bad header)")
     data = size - 8 - length
+    header.pop("__metadata__", None)
     for name, info in header.items():
-        if name == "__metadata__":
-            continue
         offsets = info.get("data_offsets") if isinstance(info, dict) else None
         if (not isinstance(offsets, list) or len(offsets) != 2
                 or not 0 <= offsets[0] <= offsets[1] <= data):
             raise CheckpointError(f"{path}: corrupt safetensors file (tensor {name!r} "
                                   "lies outside the file)")
+    return header
 
 
 def _first_line(err: BaseException) -> str:
