@@ -6,8 +6,9 @@ from pathlib import Path
 from inspect_ai.log import read_eval_log
 
 from tests.conftest import run_cli
-from vtbench.analysis.inspect_log import TRAJECTORY, text_of
+from vtbench.analysis.inspect_log import text_of
 from vtbench.analysis.synthetic import make_episodes
+from vtbench.layout import EpisodePaths
 
 
 def anthropic_exchange(number: int, question: str, answer: str) -> str:
@@ -25,7 +26,7 @@ def test_each_episode_is_an_eval_log_with_messages_events_and_the_test_score(
         tmp_path: Path) -> None:
     make_episodes(tmp_path / "runs", ["reference"], ["arith"], [0])
     folder = next((tmp_path / "runs").iterdir())
-    (folder / TRAJECTORY).write_text(
+    EpisodePaths(folder).llm_trajectory.write_text(
         anthropic_exchange(1, "read TASK.md", "I will validate models/initial") + "\n"
         + anthropic_exchange(2, "validation: 0.31", "training a cleaner data set") + "\n")
     result = run_cli("report", str(tmp_path / "runs"), "--export-inspect",
