@@ -115,3 +115,33 @@ def test_a_history_holding_a_gitlink_is_unreadable_not_skipped(workspace: Path) 
     commit = git(git_dir, workspace, "commit-tree", tree, "-m", "with a gitlink")
     with SnapshotStore(workspace) as store, pytest.raises(AnalysisError, match="not a file"):
         store.files(commit, ("data",))
+
+
+def test_files_that_come_and_go_during_snapshots_never_fail_them_silently(
+        workspace: Path) -> None:
+    """An agent churning files while it validates gets a snapshot or a refusal, never a
+    validation without a snapshot (the grader treated any OSError as 'no snapshot')."""
+    import threading
+
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            for index in range(50):
+                path = workspace / "data" / f"churn-{index}"
+                path.write_bytes(b"x" * index)
+                path.unlink()
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    outcomes = []
+    try:
+        for _ in range(30):
+            try:
+                outcomes.append(take(workspace))
+            except SnapshotRefused:
+                outcomes.append("refused")
+    finally:
+        stop.set()
+        thread.join()
+    assert len(outcomes) == 30

@@ -155,14 +155,20 @@ class TreeWriter:
 
     def _entry(self, fd: int, name: str, depth: int) -> tuple[str, str] | None:
         """(mode, object id) of one entry of folder ``fd``; None for what holds no bytes."""
-        mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+        try:
+            mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            return None  # removed since its folder was listed: the snapshot is of what is left
         if stat.S_ISLNK(mode):
             return "120000", self._put("blob", os.fsencode(os.readlink(name, dir_fd=fd)))
         if stat.S_ISDIR(mode):
             if depth >= MAX_DEPTH:
                 raise SnapshotRefused(f"{name}: folders nested deeper than {MAX_DEPTH}",
                                       hint="flatten the folders under data/, trainer/, harness/")
-            child = os.open(name, _OPEN_FOLDER, dir_fd=fd)
+            try:
+                child = os.open(name, _OPEN_FOLDER, dir_fd=fd)
+            except FileNotFoundError:
+                return None
             try:
                 oid = self._tree(child, os.listdir(child), depth + 1)
             finally:
@@ -170,7 +176,10 @@ class TreeWriter:
             return ("40000", oid) if oid else None
         if not stat.S_ISREG(mode):
             return None
-        file = os.open(name, _OPEN_FILE, dir_fd=fd)
+        try:
+            file = os.open(name, _OPEN_FILE, dir_fd=fd)
+        except FileNotFoundError:
+            return None
         try:
             opened = os.fstat(file)
             if not stat.S_ISREG(opened.st_mode):

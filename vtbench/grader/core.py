@@ -43,6 +43,7 @@ from vtbench.errors import (
     GraderUnavailable,
     HarnessError,
     NotFound,
+    SnapshotRefused,
     Unauthorized,
     VtbenchError,
 )
@@ -361,9 +362,11 @@ class Grader:
             return None
         try:
             return Snapshot(snapshot(git_dir, workspace, message), git_dir, workspace)
-        except (OSError, subprocess.CalledProcessError):
+        except (OSError, subprocess.CalledProcessError) as error:
             log.exception("snapshot of %s failed", episode.id)
-            return None
+            raise SnapshotRefused("the workspace could not be snapshotted "
+                                  f"({type(error).__name__})",
+                                  hint="validate again once the files are written") from error
 
     def history(self, episode_id: str) -> dict[str, Any]:
         """Operator only: validations and submission in the episode record's shape."""
