@@ -77,7 +77,7 @@ def task_markdown(task: Task) -> str:
   validation split and prints the score; `--json` adds every instance's trajectory.
 - `vtbench models` lists candidates and their lineage.
 - `vtbench merge --method linear|slerp|ties|dare_ties|task_arithmetic --models models/A
-  models/B --out models/C` merges candidates.
+  --models models/B --out models/C` merges candidates (`--models` once per candidate).
 - `vtbench submit --model models/X` submits your final system (with `harness/`) and ends
   the episode.
 - Train with `python trainer/train.py --base models/base --out models/X` (see `trainer/`).
