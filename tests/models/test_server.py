@@ -384,3 +384,17 @@ def test_the_server_log_goes_where_it_is_asked_not_beside_the_socket(
     with serve_model(model_dir, tmp_path / "socket" / "m.sock", log_path=tmp_path / "m.log"):
         assert sorted(p.name for p in (tmp_path / "socket").iterdir()) == ["m.sock"]
     assert (tmp_path / "m.log").exists()
+
+
+def test_a_load_beyond_the_memory_cap_is_the_candidates_failure(model_dir: Path) -> None:
+    """The server's address space is capped on the CPU; running out while loading is a
+    CheckpointError (charged to the candidate), not a grown server or a grader failure."""
+    with (pytest.raises(CheckpointError, match="more memory than its weight files"),
+          serve_model(model_dir, device="cpu", extra_args=["--memory-headroom-mb", "1"])):
+        pass
+
+
+def test_the_default_memory_cap_leaves_room_for_an_honest_checkpoint(model_dir: Path) -> None:
+    with serve_model(model_dir, device="cpu") as running, running.client(timeout=60) as client:
+        answer = client.post("/v1/completions", json={"prompt": "x", "max_tokens": 2})
+        assert answer.status_code == 200

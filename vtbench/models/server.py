@@ -18,6 +18,7 @@ accepted. Streaming, ``echo``, penalties and token-id prompts are refused with a
 import argparse
 import asyncio
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from vtbench.models.batching import BatchEngine, Completion, GenerationRequest
 
 CHECKPOINT_EXIT_CODE = 3
+DEFAULT_HEADROOM_BYTES = 2 << 30
+WEIGHT_FACTOR = 4
 MAX_SOCKET_PATH = 100  # AF_UNIX paths are limited to 108 bytes
 
 
@@ -313,6 +316,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="stop collecting once no request arrived for this long")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument("--memory-headroom-mb", type=int, default=None,
+                        help="CPU only: address space allowed beyond what the server holds "
+                             "before loading (default: 2048 + 4 x the weight files)")
     parser.add_argument("--exit-with", type=int, metavar="PID",
                         help="exit as soon as process PID exits")
     parser.add_argument("--own-folder", type=Path,
@@ -373,8 +379,6 @@ def run_server(args: argparse.Namespace) -> None:
     from transformers.utils import logging as hf_logging
 
     from vtbench.models.batching import BatchEngine
-    from vtbench.models.checkpoint import load_checkpoint, load_tokenizer
-
     if args.exit_with:
         _exit_with(args.exit_with, args.own_folder)
     torch.set_num_threads(args.threads)
@@ -383,8 +387,9 @@ def run_server(args: argparse.Namespace) -> None:
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = load_checkpoint(args.model, device)
-    tokenizer = load_tokenizer(args.model)
+    if not device.startswith("cuda"):
+        cap_address_space(args.model, args.memory_headroom_mb)
+    model, tokenizer = load_within_limit(args.model, device)
     engine = BatchEngine(model, tokenizer, max_batch=args.max_batch or default_max_batch(device),
                          window_s=args.window_ms / 1000, gap_s=args.gap_ms / 1000)
     context = int(getattr(model.config, "max_position_embeddings", 0) or
@@ -400,6 +405,48 @@ def run_server(args: argparse.Namespace) -> None:
     finally:
         engine.stop()
         args.socket.unlink(missing_ok=True)
+
+
+def cap_address_space(model_dir: Path, headroom_mb: int | None) -> None:
+    """Cap the server's address space (RLIMIT_AS) at what it holds now plus a headroom that
+    grows with the candidate's weight files: a checkpoint that makes the loader allocate
+    far beyond its own size then fails as the candidate's failure instead of growing the
+    host's memory. CPU only: CUDA reserves address ranges far beyond what it uses."""
+    import resource
+
+    if headroom_mb is None:
+        weights = sum(path.stat().st_size for path in model_dir.glob("*.safetensors"))
+        headroom = DEFAULT_HEADROOM_BYTES + WEIGHT_FACTOR * weights
+    else:
+        headroom = headroom_mb << 20
+    held = next(int(line.split()[1]) << 10 for line in
+                Path("/proc/self/status").read_text().splitlines()
+                if line.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (held + headroom, held + headroom))
+
+
+def load_within_limit(model_dir: Path, device: str) -> tuple[Any, Any]:
+    """Model and tokenizer; running out of the capped memory is the candidate's failure."""
+    from vtbench.models.checkpoint import load_checkpoint, load_tokenizer
+
+    try:
+        return load_checkpoint(model_dir, device), load_tokenizer(model_dir)
+    except CheckpointError:
+        raise
+    except (MemoryError, OSError, RuntimeError) as error:
+        if not out_of_memory(error):
+            raise
+        raise CheckpointError("loading the checkpoint needs more memory than its weight "
+                              "files justify") from error
+
+
+def out_of_memory(error: BaseException) -> bool:
+    if isinstance(error, MemoryError):
+        return True
+    if isinstance(error, OSError) and error.errno == errno.ENOMEM:
+        return True
+    text = str(error).lower()
+    return "cannot allocate memory" in text or "can't allocate memory" in text
 
 
 def main(argv: list[str] | None = None) -> int:
