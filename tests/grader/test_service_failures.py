@@ -92,7 +92,7 @@ def test_a_model_that_fails_to_load_is_reported_without_store_paths(
     shown = agent.post("/v1/validations", json={"model": "models/good"})
     result = shown.json()
     assert (result["state"], result["settlement"]) == ("failed_candidate", "charged")
-    assert "cannot load model" in result["error"], result["error"]
+    assert "the weights do not cover the config" in result["error"], result["error"]
     assert str(private_store) not in shown.text and "/cas/" not in shown.text
     (detail,) = [e for e in Ledger().events() if e["kind"] == "candidate_failure_detail"]
     assert "/cas/" in detail["detail"]["error"]
