@@ -135,7 +135,7 @@ class TreeWriter:
         """The tree of ``names`` (files or folders) in ``folder``; missing names are left out."""
         fd = os.open(folder, _OPEN_FOLDER)
         try:
-            return self._tree(fd, [n for n in names if _exists(n, fd)], depth=0) or self._put(
+            return self._tree(fd, [n for n in names if exists_at(fd, n)], depth=0) or self._put(
                 "tree", b"")
         finally:
             os.close(fd)
@@ -225,9 +225,10 @@ class TreeWriter:
         return self.objects / oid[:2] / oid[2:]
 
 
-def _exists(name: str, fd: int) -> bool:
+def exists_at(dir_fd: int, name: str) -> bool:
+    """Whether ``name`` is an entry of the open folder ``dir_fd`` (links not followed)."""
     try:
-        os.stat(name, dir_fd=fd, follow_symlinks=False)
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return False
     return True

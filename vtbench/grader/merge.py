@@ -60,6 +60,7 @@ from vtbench.errors import (
 from vtbench.grader.intake import StoredCandidate, intake, intake_from
 from vtbench.grader.ledger import Ledger
 from vtbench.grader.lineage import LineageBook, LineageRecord, Snapshot
+from vtbench.workspace import exists_at
 
 log = logging.getLogger("vtbench.grader")
 Method = Literal["linear", "slerp", "ties", "dare_ties", "task_arithmetic"]
@@ -215,23 +216,15 @@ def models_folder(workspace: Path) -> Iterator[int]:
         os.close(fd)
 
 
-def _exists(dir_fd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
-
-
 def check_workspace(workspace: Path, request: MergeRequest) -> None:
     """``out`` is new and every parent exists (intake checks what the parents hold)."""
     with models_folder(workspace) as models:
         out = request.out.removeprefix("models/")
-        if _exists(models, out):
+        if exists_at(models, out):
             raise MergeOutputExists(f"merge refused: {request.out} already exists",
                                     hint="merge into a new folder")
         for parent in request.parents:
-            if not _exists(models, parent.removeprefix("models/")):
+            if not exists_at(models, parent.removeprefix("models/")):
                 raise UnknownCandidate(f"merge refused: no candidate {parent} in the workspace",
                                        hint="run vtbench models to list candidates")
 
@@ -277,7 +270,7 @@ def place(build: Path, workspace: Path, out: str) -> None:
                 os.fchown(fd, owner.st_uid, owner.st_gid)
             finally:
                 os.close(fd)
-            if _exists(models, name):
+            if exists_at(models, name):
                 raise MergeOutputExists(f"merge refused: {out} appeared during the merge",
                                         hint="merge into a new folder")
             os.rename(temp, name, src_dir_fd=models, dst_dir_fd=models)
