@@ -101,8 +101,9 @@ class TimeSplit:
 
 def close(spent: BudgetSpent, wall_seconds: float) -> None:
     """Round the split and give the runner what the agent's run and grading did not use."""
-    spent.wall_seconds = round(wall_seconds, 1)
     parts = ("agent_seconds", "training_seconds", "grading_seconds")
+    remainder = wall_seconds - sum(getattr(spent, part) for part in parts)
+    spent.wall_seconds = round(wall_seconds, 1)
     for part in parts:
         setattr(spent, part, round(getattr(spent, part), 1))
-    spent.runner_seconds = round(max(0.0, wall_seconds - sum(getattr(spent, p) for p in parts)), 1)
+    spent.runner_seconds = round(max(0.0, remainder), 1)
