@@ -16,7 +16,7 @@ import pytest
 
 from tests.evaluation.conftest import tiny_model  # noqa: F401  (session-scoped real checkpoint)
 from vtbench import layout
-from vtbench.grader.core import operator_token
+from vtbench.grader.tokens import operator_token
 from vtbench.prepare.prepare import ScoreBook
 from vtbench.tasks import find_task
 from vtbench.tasks.store import ensure_splits

@@ -66,7 +66,7 @@ def status_command(as_json: JsonFlag = False) -> None:
 
 def _ledger_status() -> dict[str, Any]:
     from vtbench.grader import Ledger
-    from vtbench.grader.core import operator_status
+    from vtbench.grader.results import operator_status
 
     ledger = Ledger()
     try:

@@ -35,7 +35,7 @@ from vtbench.episode.record import EpisodeRecord, Lineage, Submission, Validatio
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
 from vtbench.episode.timesplit import TimeSplit, close
 from vtbench.errors import NotPrepared, VtbenchError
-from vtbench.grader.core import operator_token
+from vtbench.grader.tokens import operator_token
 from vtbench.layout import EpisodePaths
 from vtbench.models.base import resolve_base
 from vtbench.prepare import score_summary

@@ -49,18 +49,18 @@ from vtbench.errors import (
     UnknownCandidate,
     VtbenchError,
 )
-from vtbench.grader.core import (
+from vtbench.grader.api import (
     EpisodeGrant,
     EpisodeStatus,
-    Grader,
     SubmissionAck,
     TestResult,
     ValidationView,
-    token_hash,
 )
+from vtbench.grader.core import Grader
 from vtbench.grader.ledger import Episode, EpisodeBudgets
 from vtbench.grader.lineage import CandidateView
 from vtbench.grader.merge import MergeRequest, MergeResult
+from vtbench.grader.tokens import token_hash
 
 log = logging.getLogger("vtbench.grader")
 

@@ -1,0 +1,61 @@
+"""Evaluating stored candidates: the one path from a ledger's inputs (task, split, hashes)
+to the evaluation pipeline, and the cache key that names such an evaluation.
+
+Trusts the candidate store (trees verified by hash at intake and at recovery) and the
+evaluation pipeline (:mod:`vtbench.evaluation`). Messages meant for the agent lose the
+store's paths here, which name the host's private store.
+"""
+
+import re
+import time
+from typing import Any
+
+from vtbench import layout
+from vtbench.errors import GraderUnavailable
+from vtbench.grader import faults
+from vtbench.grader.cache import CacheKey
+from vtbench.grader.intake import stored, verify
+
+PRISTINE = "pristine"
+"""The harness hash of a validation that ran the task's own harness."""
+
+
+def cache_key(episode_id: str, task: Any, split: str, model_hash: str,
+              harness_hash: str) -> CacheKey:
+    harness_spec = task.spec.components.harness
+    decoding = None if harness_spec.editable else harness_spec.decoding.model_dump()
+    return CacheKey(episode=episode_id, task=task.id, split=split, model_hash=model_hash,
+                    harness_hash=harness_hash, decoding=decoding)
+
+
+def inputs_intact(inputs: dict[str, Any]) -> bool:
+    """Whether the stored trees a queued validation names are still whole."""
+    hashes = [inputs.get("model_hash"), inputs.get("harness_hash")]
+    return all(h == PRISTINE or (isinstance(h, str) and verify(h)) for h in hashes)
+
+
+def evaluate_stored(task: Any, split: str, model_hash: str, harness_hash: str, sandbox: str,
+                    timeout: float | None = None) -> tuple[dict[str, Any], float]:
+    """Run the evaluation pipeline on stored trees; returns (result, seconds)."""
+    from vtbench.evaluation import evaluate
+
+    model = stored(model_hash)
+    harness = None if harness_hash == PRISTINE else stored(harness_hash)
+    if model is None or (harness_hash != PRISTINE and harness is None):
+        raise GraderUnavailable("a stored candidate went missing")
+    faults.checkpoint("model_loading")
+    started = time.monotonic()
+    result = evaluate(task, model.path, split, harness.path if harness else None,
+                      sandbox=sandbox, timeout=timeout,
+                      on_progress=lambda done, total: faults.checkpoint("harness_running"))
+    return result.model_dump(mode="json"), time.monotonic() - started
+
+
+def without_store_paths(message: str) -> str:
+    """``<store>/<hash>/files/config.json`` becomes ``config.json``, the bare tree
+    ``the candidate``: store paths name the host's private store."""
+    store = layout.candidate_store()
+    for spelling in {str(store), str(store.resolve())}:
+        message = re.sub(re.escape(spelling) + r"/[0-9a-f]{64}/files/", "", message)
+        message = re.sub(re.escape(spelling) + r"(/[^\s:]*)?", "the candidate", message)
+    return message

@@ -1,0 +1,98 @@
+"""The one submission: recorded with an acknowledgement only, scored once on the test
+split when the episode finishes.
+
+The answer to the agent names the stored hashes and nothing about the test. Scoring:
+a submission that is the initial system itself gets the test score prepare measured
+(the gain is defined against that measurement); a candidate's failure scores 0; a grader
+failure leaves the submission pending, so finishing again scores it.
+"""
+
+import logging
+
+from vtbench.errors import CheckpointError, GraderUnavailable, HarnessError, VtbenchError
+from vtbench.grader.api import SubmissionAck
+from vtbench.grader.candidates import snapshot, take
+from vtbench.grader.ledger import Episode, Ledger
+from vtbench.grader.lineage import LineageBook, candidate_name
+from vtbench.grader.pipeline import PRISTINE, evaluate_stored
+from vtbench.grader.storekeeper import StoreKeeper
+
+log = logging.getLogger("vtbench.grader")
+
+
+class Submissions:
+    def __init__(self, ledger: Ledger, store: StoreKeeper, lineage: LineageBook,
+                 sandbox: str) -> None:
+        self.ledger = ledger
+        self.store = store
+        self.lineage = lineage
+        self.sandbox = sandbox
+
+    def submit(self, episode: Episode, model: str, harness: str | None = None) -> SubmissionAck:
+        """Record the one submission; the answer says nothing about the test."""
+        from vtbench.tasks import find_task
+
+        name = candidate_name(model)
+        self.ledger.check_can_submit(episode.id)
+        editable = find_task(episode.task).spec.harness_editable
+        with self.store.request(episode):
+            stored_model, stored_harness = take(self.ledger, self.store, episode, model,
+                                                harness, editable)
+            harness_hash = stored_harness.hash if stored_harness else PRISTINE
+            try:
+                self.ledger.record_submission(episode.id, stored_model.hash, harness_hash)
+            except VtbenchError:
+                self.store.discard_unused(episode.id, [c.hash for c in (
+                    stored_model, stored_harness) if c is not None])
+                raise
+            taken = snapshot(episode, f"submit {name}")
+            self.lineage.see(episode.id, name, stored_model, "submission", lambda: taken)
+            self.ledger.log_event(episode.id, "submission_snapshot", candidate=name,
+                                  snapshot=taken.commit if taken else None)
+        return SubmissionAck(episode=episode.id, model_hash=stored_model.hash,
+                             harness_hash=harness_hash)
+
+    def score_pending(self, episode_id: str) -> None:
+        """Score the episode's submission on the test split, if one waits for it."""
+        submission = self.ledger.submission(episode_id)
+        if submission is not None and submission.state == "pending":
+            self._score(episode_id, submission.model_hash, submission.harness_hash)
+
+    def _score(self, episode_id: str, model_hash: str, harness_hash: str) -> None:
+        from vtbench.tasks import find_task
+
+        episode = self.ledger.episode(episode_id)
+        known = initial_test_score(episode.task, model_hash, harness_hash)
+        if known is not None:
+            self.ledger.set_submission_result(episode_id, "scored", {
+                "score": known, "source": "the initial system, as scored by prepare"})
+            return
+        try:
+            result, _ = evaluate_stored(find_task(episode.task), "test", model_hash,
+                                        harness_hash, self.sandbox)
+        except (CheckpointError, HarnessError) as err:
+            self.ledger.set_submission_result(episode_id, "failed", {"score": 0.0,
+                                              "error": err.one_line()})
+            return
+        except Exception as err:
+            log.exception("scoring the submission of %s failed in the grader", episode_id)
+            raise GraderUnavailable("scoring failed in the grader; finish again") from err
+        self.ledger.set_submission_result(episode_id, "scored", result)
+
+
+def initial_test_score(task_ref: str, model_hash: str, harness_hash: str) -> float | None:
+    """The test score prepare measured, when the submission is the initial system itself."""
+    from vtbench.grader.intake import intake
+    from vtbench.prepare import score_summary
+    from vtbench.prepare.prepare import system_folder
+    from vtbench.prepare.systems import is_complete, model_dir
+    from vtbench.tasks import find_task
+
+    task = find_task(task_ref)
+    initial = model_dir(system_folder(task, "initial"), 0)
+    if harness_hash != PRISTINE or not is_complete(initial):
+        return None
+    if intake(initial, "model").hash != model_hash:
+        return None
+    score: float | None = score_summary(task)["initial"]["test"]
+    return score

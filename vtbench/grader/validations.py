@@ -1,0 +1,103 @@
+"""The request side of a validation: check the budget, intake the candidate, snapshot,
+reserve, and (if asked) wait until a worker has settled it.
+
+Budget and episode state are checked before anything is copied or committed; a request
+refused after its intake (a free repeat that was not one, a concurrent request that took
+the last credit) leaves no unused tree in the store. An episode sees only its own
+validations (another episode's id is "not found").
+"""
+
+import threading
+import time
+
+from vtbench.errors import NotFound, VtbenchError
+from vtbench.grader.api import ValidationView
+from vtbench.grader.cache import CacheKey, ResultCache
+from vtbench.grader.candidates import snapshot, take
+from vtbench.grader.intake import StoredCandidate
+from vtbench.grader.ledger import Episode, Ledger, Validation
+from vtbench.grader.lineage import LineageBook, candidate_name
+from vtbench.grader.pipeline import PRISTINE, cache_key
+from vtbench.grader.storekeeper import StoreKeeper
+
+
+def view(validation: Validation) -> ValidationView:
+    result = validation.result or {}
+    return ValidationView(
+        id=validation.id, state=validation.state, score=result.get("score"), n=result.get("n"),
+        harness=result.get("harness"), decoding=result.get("decoding"),
+        instances=result.get("instances", []), error=validation.error or result.get("error"),
+        cached=bool(result.get("cached")), credit=validation.credit,
+        settlement=validation.settlement)
+
+
+class Validations:
+    """Queues validations for the workers and answers for them; ``changed`` is the
+    workers' condition (notified when one is queued, waited on until one settles)."""
+
+    def __init__(self, ledger: Ledger, cache: ResultCache, store: StoreKeeper,
+                 lineage: LineageBook, changed: threading.Condition) -> None:
+        self.ledger = ledger
+        self.cache = cache
+        self.store = store
+        self.lineage = lineage
+        self.changed = changed
+
+    def validate(self, episode: Episode, model: str, harness: str | None = None,
+                 wait: bool = True, timeout: float = 3600.0) -> ValidationView:
+        """Queue a validation of (model, harness) on the validation split; wait for it."""
+        from vtbench.tasks import find_task
+
+        task = find_task(episode.task)
+        repeat_is_free = not task.spec.budgets.repeat_validation_costs_credit
+        self.ledger.check_can_validate(episode.id, credit=0 if repeat_is_free else 1)
+        with self.store.request(episode):
+            stored_model, stored_harness = take(self.ledger, self.store, episode, model,
+                                                harness, task.spec.harness_editable)
+            key = cache_key(episode.id, task, "val", stored_model.hash,
+                            stored_harness.hash if stored_harness else PRISTINE)
+            credit = 0 if repeat_is_free and self.cache.get(key) is not None else 1
+            trees = [c.hash for c in (stored_model, stored_harness) if c is not None]
+            try:
+                self.ledger.check_can_validate(episode.id, credit)
+                validation_id = self._reserve(episode, model, stored_model, key, credit)
+            except VtbenchError:
+                self.store.discard_unused(episode.id, trees)
+                raise
+        with self.changed:
+            self.changed.notify_all()
+        if not wait:
+            return view(self.ledger.validation(validation_id))
+        return self._wait(validation_id, timeout)
+
+    def _reserve(self, episode: Episode, model: str, stored_model: StoredCandidate,
+                 key: CacheKey, credit: int) -> int:
+        """Snapshot D/T/H, reserve the validation, then record the candidate's lineage."""
+        name = candidate_name(model)
+        taken = snapshot(episode, f"validate {name}")
+        inputs = {"task": episode.task, "split": "val", "model_hash": stored_model.hash,
+                  "harness_hash": key.harness_hash, "candidate": name,
+                  "snapshot": taken.commit if taken else None}
+        validation_id = self.ledger.reserve_validation(episode.id, inputs, credit=credit)
+        self.lineage.see(episode.id, name, stored_model, "validation", lambda: taken)
+        return validation_id
+
+    def _wait(self, validation_id: int, timeout: float) -> ValidationView:
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                validation = self.ledger.validation(validation_id)
+                if validation.state not in ("queued", "running"):
+                    return view(validation)
+                if time.monotonic() > deadline:
+                    return view(validation)
+                self.changed.wait(timeout=1.0)
+
+    def validation(self, episode: Episode, validation_id: int) -> ValidationView:
+        try:
+            validation = self.ledger.validation(validation_id)
+        except VtbenchError:
+            raise NotFound(f"no validation {validation_id}") from None
+        if validation.episode != episode.id:
+            raise NotFound(f"validation {validation_id} belongs to another episode")
+        return view(validation)

@@ -1,0 +1,124 @@
+"""The validation workers: threads that claim queued validations from the ledger, run
+them (or answer them from the result cache) and settle each once.
+
+Settlement: charged when the validation completes or fails because of the candidate (a
+checkpoint or harness error, an error the scorer reports), refunded when the grader fails
+(any other exception, or no compute seconds left when its turn came). The agent's message
+loses store paths; the operator gets the full message and traceback in the log and the
+ledger's events. A crash mid-run leaves the validation ``running``; recovery requeues it.
+"""
+
+import logging
+import threading
+import time
+import traceback
+
+from vtbench.errors import CheckpointError, HarnessError
+from vtbench.grader import faults
+from vtbench.grader.cache import ResultCache
+from vtbench.grader.ledger import Ledger, Validation
+from vtbench.grader.pipeline import cache_key, evaluate_stored, without_store_paths
+
+log = logging.getLogger("vtbench.grader")
+
+
+class Workers:
+    """``count`` worker threads over one ledger; ``changed`` wakes them and the waiters."""
+
+    def __init__(self, ledger: Ledger, cache: ResultCache, sandbox: str, count: int) -> None:
+        self.ledger = ledger
+        self.cache = cache
+        self.sandbox = sandbox
+        self.count = count
+        self.changed = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._stopping = False
+
+    def start(self) -> None:
+        for index in range(self.count):
+            thread = threading.Thread(target=self._work, name=f"grader-worker-{index}",
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, grace_seconds: float) -> None:
+        with self.changed:
+            self._stopping = True
+            self.changed.notify_all()
+        deadline = time.monotonic() + grace_seconds
+        for thread in self._threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+    def wake(self) -> None:
+        with self.changed:
+            self.changed.notify_all()
+
+    def _work(self) -> None:
+        while True:
+            with self.changed:
+                if self._stopping:
+                    return
+            validation = self.ledger.claim_next()
+            if validation is None:
+                with self.changed:
+                    if not self._stopping:
+                        self.changed.wait(timeout=0.5)
+                continue
+            try:
+                self._run(validation)
+            finally:
+                self.wake()
+
+    def _run(self, validation: Validation) -> None:
+        from vtbench.tasks import find_task
+
+        inputs = validation.inputs
+        task = find_task(inputs["task"])
+        key = cache_key(validation.episode, task, inputs["split"], inputs["model_hash"],
+                        inputs["harness_hash"])
+        cached = self.cache.get(key)
+        if cached is not None:
+            self.ledger.complete(validation.id, {**cached, "cached": True}, compute_seconds=0.0)
+            return
+        left = self.ledger.remaining(validation.episode).compute_seconds
+        if left <= 0:
+            self.ledger.fail_infra(validation.id, "no grader compute seconds left when its "
+                                                  "turn came; this validation was refunded")
+            return
+        started = time.monotonic()
+        try:
+            result, seconds = evaluate_stored(task, inputs["split"], inputs["model_hash"],
+                                              inputs["harness_hash"], self.sandbox, timeout=left)
+        except (CheckpointError, HarnessError) as err:
+            self.ledger.fail_candidate(validation.id, self._for_agent(validation, err.one_line()),
+                                       time.monotonic() - started)
+            return
+        except Exception as err:  # ours (a trusted scorer too), not the candidate's: refund
+            self._refund_grader_failure(validation, err)
+            return
+        faults.checkpoint("scored")
+        if result.get("error"):
+            result["error"] = self._for_agent(validation, result["error"])
+            self.ledger.fail_candidate(validation.id, result["error"], seconds, result=result)
+            return
+        self.cache.put(key, result)
+        self.ledger.complete(validation.id, result, seconds)
+
+    def _for_agent(self, validation: Validation, message: str) -> str:
+        """The message without candidate-store paths (the agent knows its candidate by its
+        workspace name); the operator finds the original in the log and the ledger."""
+        shown = without_store_paths(message)
+        if shown != message:
+            log.info("validation %s failed: %s", validation.id, message)
+            self.ledger.log_event(validation.episode, "candidate_failure_detail",
+                                  validation=validation.id, error=message)
+        return shown
+
+    def _refund_grader_failure(self, validation: Validation, err: Exception) -> None:
+        """Refund; the operator gets the traceback (log and ledger), the agent one line."""
+        log.exception("validation %s failed in the grader", validation.id)
+        self.ledger.log_event(validation.episode, "grader_failure", validation=validation.id,
+                              traceback="".join(traceback.format_exception(err)))
+        self.ledger.fail_infra(validation.id, f"infrastructure error in the grader "
+                                              f"({type(err).__name__}); this validation was "
+                                              f"refunded")
