@@ -210,3 +210,17 @@ def test_a_candidate_trained_on_task_data_validates_through_the_grader(
     assert validation["state"] == "completed" and validation["n"] == 4
     assert 0.0 <= validation["score"] <= 1.0
 
+
+def test_humaneval_trains_with_flawed_settings_that_its_reference_fixes(train, tmp_path) -> None:
+    task = find_task("humaneval")
+    materialize(task, tmp_path, components=("trainer",))
+    trainer = tmp_path / "trainer"
+    assert (trainer / "train.py").read_text() == (TRAINER / "train.py").read_text()
+    initial = train.read_config(trainer / "config.toml")
+    assert not initial["completion_only_loss"]
+    assert (initial["schedule"], initial["warmup_steps"]) == ("constant", 0)
+    task.reference.apply_trainer(trainer, task)
+    improved = train.read_config(trainer / "config.toml")
+    assert improved["completion_only_loss"] and improved["schedule"] == "cosine"
+    assert improved["lr"] < initial["lr"] and improved["warmup_steps"] > 0
+    assert improved["steps"] == initial["steps"]
