@@ -11,7 +11,7 @@ import logging
 
 from vtbench.errors import CheckpointError, GraderUnavailable, HarnessError, VtbenchError
 from vtbench.grader.api import SubmissionAck
-from vtbench.grader.candidates import snapshot, take
+from vtbench.grader.candidates import kept_snapshot, take
 from vtbench.grader.ledger import Episode, Ledger
 from vtbench.grader.lineage import LineageBook, candidate_name
 from vtbench.grader.pipeline import PRISTINE, evaluate_stored
@@ -45,7 +45,8 @@ class Submissions:
                 self.store.discard_unused(episode.id, [c.hash for c in (
                     stored_model, stored_harness) if c is not None])
                 raise
-            taken = snapshot(episode, f"submit {name}")
+            with kept_snapshot(episode, f"submit {name}") as take_snapshot:
+                taken = take_snapshot()
             self.lineage.see(episode.id, name, stored_model, "submission", lambda: taken)
             self.ledger.log_event(episode.id, "submission_snapshot", candidate=name,
                                   snapshot=taken.commit if taken else None)

@@ -3,8 +3,8 @@ reserve, and (if asked) wait until a worker has settled it.
 
 Budget and episode state are checked before anything is copied or committed; a request
 refused after its intake (a free repeat that was not one, a concurrent request that took
-the last credit) leaves no unused tree in the store. An episode sees only its own
-validations (another episode's id is "not found").
+the last credit) leaves no unused tree in the store and no snapshot in the history. An
+episode sees only its own validations (another episode's id is "not found").
 """
 
 import threading
@@ -13,7 +13,7 @@ import time
 from vtbench.errors import NotFound, VtbenchError
 from vtbench.grader.api import ValidationView
 from vtbench.grader.cache import CacheKey, ResultCache
-from vtbench.grader.candidates import snapshot, take
+from vtbench.grader.candidates import kept_snapshot, take
 from vtbench.grader.intake import StoredCandidate
 from vtbench.grader.ledger import Episode, Ledger, Validation
 from vtbench.grader.lineage import LineageBook, candidate_name
@@ -72,13 +72,15 @@ class Validations:
 
     def _reserve(self, episode: Episode, model: str, stored_model: StoredCandidate,
                  key: CacheKey, credit: int) -> int:
-        """Snapshot D/T/H, reserve the validation, then record the candidate's lineage."""
+        """Snapshot D/T/H, reserve the validation, then record the candidate's lineage; a
+        refused reservation withdraws its snapshot."""
         name = candidate_name(model)
-        taken = snapshot(episode, f"validate {name}")
-        inputs = {"task": episode.task, "split": "val", "model_hash": stored_model.hash,
-                  "harness_hash": key.harness_hash, "candidate": name,
-                  "snapshot": taken.commit if taken else None}
-        validation_id = self.ledger.reserve_validation(episode.id, inputs, credit=credit)
+        with kept_snapshot(episode, f"validate {name}") as take_snapshot:
+            taken = take_snapshot()
+            inputs = {"task": episode.task, "split": "val", "model_hash": stored_model.hash,
+                      "harness_hash": key.harness_hash, "candidate": name,
+                      "snapshot": taken.commit if taken else None}
+            validation_id = self.ledger.reserve_validation(episode.id, inputs, credit=credit)
         self.lineage.see(episode.id, name, stored_model, "validation", lambda: taken)
         return validation_id
 
