@@ -46,7 +46,6 @@ from vtbench.grader.api import (
     ValidationView,
 )
 from vtbench.grader.cache import ResultCache
-from vtbench.grader.candidates import snapshot, workspace_of
 from vtbench.grader.ledger import Episode, EpisodeBudgets, Ledger, RecoveryReport
 from vtbench.grader.lineage import CandidateView, LineageBook, candidate_views
 from vtbench.grader.merge import Merger, MergeRequest, MergeResult
@@ -69,8 +68,8 @@ class Grader:
         self.cache = cache or ResultCache(self.ledger.path)
         self.sandbox = sandbox
         self.lineage = LineageBook(self.ledger.path)
-        self.merger = Merger(self.ledger, self.lineage)
         self.store = StoreKeeper(self.ledger)
+        self.merger = Merger(self.ledger, self.lineage, self.store)
         self.gate = Gate(self.ledger)
         self.workers = Workers(self.ledger, self.cache, sandbox, workers)
         self.validations = Validations(self.ledger, self.cache, self.store, self.lineage,
@@ -173,5 +172,4 @@ class Grader:
 
     def merge(self, episode: Episode, request: MergeRequest) -> MergeResult:
         """Merge candidates into a new workspace folder; costs no validation credit."""
-        return self.merger.merge(episode.id, workspace_of(episode), request, lambda: (
-            snapshot(episode, f"merge into {request.out}")))
+        return self.merger.merge(episode, request)

@@ -464,6 +464,16 @@ class Ledger:
             raise AlreadySubmitted(
                 f"episode {episode_id} has already submitted", hint="only one submission counts")
 
+    def record_merge(self, episode_id: str, **detail: Any) -> None:
+        """Log a merge as done unless the episode is closed or its grader compute is spent
+        (checked in the same transaction, as a reservation checks it); else raise why."""
+        with self._write() as conn:
+            refusal = self._refusal(conn, episode_id, credit=0)
+            if refusal is None:
+                _event(conn, episode_id, "merged", **detail)
+        if refusal is not None:
+            raise refusal
+
     def uses_candidate(self, tree_hash: str) -> bool:
         """Whether any validation, submission or lineage record names this stored tree."""
         pattern = f'%"{tree_hash}"%'

@@ -13,7 +13,9 @@ copy merged against (``ties base=<hash>``), not by its folder; ``density`` (defa
 is the share of each task vector that ``ties``/``dare_ties`` keep; ``t`` is the ``slerp``
 position between its two models (default ``weights[1] / sum(weights)``, so equal weights
 give 0.5).
-``linear`` divides by the sum of the weights. A merge spends no validation credit.
+``linear`` divides by the sum of the weights. A merge spends no validation credit, but it
+is refused like a free validation: when the episode is closed or its grader compute is
+spent; its trees count against the episode's store quota.
 
 Trusted code. It trusts mergekit (run in-process, on the CPU, with ``trust_remote_code``
 and ``lazy_unpickle`` off, safetensors output and a fixed random seed, so ``dare_ties`` is
@@ -22,7 +24,9 @@ through intake first (so no pickle, symlink or remote-code config is ever handed
 mergekit, which only ever reads the read-only stored copies), and the output is checked
 by the checkpoint loader's checks and taken into the store before it is placed.
 
-Guarantees: a refused request writes nothing into the workspace; ``out`` must be a new
+Guarantees: a refused request writes nothing into the workspace (a merge the episode's
+close overtakes included: it is accepted in a ledger transaction that checks the episode
+just before the output is renamed into place); ``out`` must be a new
 folder ``models/<name>``, and of two concurrent merges into one ``out`` one is refused at
 once. The output is built in the private store, then copied into the workspace through
 directory file descriptors (never following a symlink) under a hidden temporary name
@@ -57,9 +61,11 @@ from vtbench.errors import (
     UnknownCandidate,
     VtbenchError,
 )
-from vtbench.grader.intake import StoredCandidate, intake, intake_from
-from vtbench.grader.ledger import Ledger
+from vtbench.grader.candidates import kept_snapshot, take, workspace_of
+from vtbench.grader.intake import StoredCandidate, intake_from
+from vtbench.grader.ledger import Episode, Ledger
 from vtbench.grader.lineage import LineageBook, LineageRecord, Snapshot
+from vtbench.grader.storekeeper import StoreKeeper
 from vtbench.workspace import exists_at
 
 log = logging.getLogger("vtbench.grader")
@@ -253,13 +259,27 @@ def _copy_tree(source: Path, dest_fd: int, owner: os.stat_result) -> None:
             os.close(target)
 
 
-def place(build: Path, workspace: Path, out: str) -> None:
-    """Copy ``build`` into ``workspace/out`` (new) under a temporary name, then rename."""
+@contextmanager
+def staged(build: Path, workspace: Path) -> Iterator[Callable[[str, Callable[[], None]], None]]:
+    """Copy ``build`` into a hidden new folder of ``workspace/models``; yields
+    ``publish(out, accept)``, which checks that ``out`` is still free, calls ``accept`` and
+    renames the copy to ``out``. The copy is removed unless it was published."""
     from vtbench.sandbox import prepare_writable
 
     owner = os.stat(prepare_writable(build))  # the private build: no path the agent can swap
-    name = out.removeprefix("models/")
     temp = f".merging-{uuid.uuid4().hex}"
+    published = False
+
+    def publish(out: str, accept: Callable[[], None]) -> None:
+        nonlocal published
+        name = out.removeprefix("models/")
+        if exists_at(models, name):
+            raise MergeOutputExists(f"merge refused: {out} appeared during the merge",
+                                    hint="merge into a new folder")
+        accept()
+        os.rename(temp, name, src_dir_fd=models, dst_dir_fd=models)
+        published = True
+
     with models_folder(workspace) as models:
         os.mkdir(temp, 0o700, dir_fd=models)
         try:
@@ -270,21 +290,25 @@ def place(build: Path, workspace: Path, out: str) -> None:
                 os.fchown(fd, owner.st_uid, owner.st_gid)
             finally:
                 os.close(fd)
-            if exists_at(models, name):
-                raise MergeOutputExists(f"merge refused: {out} appeared during the merge",
-                                        hint="merge into a new folder")
-            os.rename(temp, name, src_dir_fd=models, dst_dir_fd=models)
-        except BaseException:
-            shutil.rmtree(temp, dir_fd=models, ignore_errors=True)
-            raise
+            yield publish
+        finally:
+            if not published:
+                shutil.rmtree(temp, dir_fd=models, ignore_errors=True)
 
 
 class Merger:
     """Carries out merges for one grader, one at a time and at most one per output folder,
-    and records them: lineage for the parents and the output, an event in the ledger."""
+    and records them: lineage for the parents and the output, an event in the ledger.
 
-    def __init__(self, ledger: Ledger, lineage: LineageBook) -> None:
-        self.ledger, self.lineage = ledger, lineage
+    A merge is a request of its episode like a validation: refused before any intake when
+    the episode is closed or its grader compute is spent; every tree it reads or writes is
+    taken within the episode's store quota, counted by the store keeper and stopped when
+    the episode closes; and it is accepted in the ledger transaction that checks the
+    episode again just before the output appears in the workspace. The snapshot a new
+    trained parent's lineage needs is taken then, and withdrawn if the merge is refused."""
+
+    def __init__(self, ledger: Ledger, lineage: LineageBook, store: StoreKeeper) -> None:
+        self.ledger, self.lineage, self.store = ledger, lineage, store
         self._claims: set[tuple[str, str]] = set()
         self._claims_lock = threading.Lock()
         self._engine = threading.Lock()
@@ -303,56 +327,70 @@ class Merger:
             with self._claims_lock:
                 self._claims.discard(key)
 
-    def merge(self, episode: str, workspace: Path, request: MergeRequest,
-              snapshot: Callable[[], Snapshot | None]) -> MergeResult:
-        """Merge into ``request.out``; ``snapshot`` is taken only if a parent is new and
-        trained (its lineage needs the workspace commit)."""
-        taken: list[Snapshot | None] = []
-        read: dict[str, StoredCandidate] = {}
-
-        def snapshot_once() -> Snapshot | None:
-            if not taken:
-                taken.append(snapshot())
-            return taken[0]
-
-        def take(parent: str) -> StoredCandidate:
-            stored_parent = intake_from(workspace, parent, "model")
-            self.lineage.see(episode, parent, stored_parent, "merge_parent", snapshot_once)
-            read[parent] = stored_parent
-            return stored_parent
-
+    def merge(self, episode: Episode, request: MergeRequest) -> MergeResult:
+        """Merge into ``request.out`` (a new folder of the episode's workspace)."""
+        trees: list[str] = []
         try:
-            merged = self._merge(workspace, request, take)
+            check_request(request)
+            self.ledger.check_can_validate(episode.id, credit=0)
+            with self.store.request(episode):
+                try:
+                    return self._merge(episode, request, trees)
+                except VtbenchError:
+                    self.store.discard_unused(episode.id, trees)
+                    raise
         except VtbenchError as err:
-            self.ledger.log_event(episode, "merge_refused", out=request.out,
+            self.ledger.log_event(episode.id, "merge_refused", out=request.out,
                                   error=err.one_line())
             raise
-        base = read[request.base_model].hash if request.base_model else None
-        self.lineage.record(episode, LineageRecord(
+
+    def _merge(self, episode: Episode, request: MergeRequest, trees: list[str]) -> MergeResult:
+        workspace = workspace_of(episode)
+        with self._claim(workspace, request.out):
+            check_workspace(workspace, request)
+            parents: dict[str, StoredCandidate] = {}
+            for name in request.parents:
+                parents[name] = take(self.ledger, self.store, episode, name, None, False)[0]
+                trees.append(parents[name].hash)
+            build = layout.grader_home() / "merges" / uuid.uuid4().hex
+            try:
+                merged = self._build(episode, request, parents, build / "out")
+                trees.append(merged.hash)
+                with staged(build / "out", workspace) as publish:
+                    taken = self._publish(episode, request, parents, merged, publish)
+            finally:
+                shutil.rmtree(build, ignore_errors=True)
+        for name, parent in parents.items():
+            self.lineage.see(episode.id, name, parent, "merge_parent", lambda: taken)
+        base = parents[request.base_model].hash if request.base_model else None
+        self.lineage.record(episode.id, LineageRecord(
             name=request.out, origin="merged", parents=request.models,
             method=request.description(base), weights=request.weights, model_hash=merged.hash),
             "merge_output")
-        self.ledger.log_event(episode, "merged", out=request.out, model_hash=merged.hash,
-                              method=request.description(base), parents=request.models,
-                              weights=request.weights)
         return MergeResult(model=request.out, hash=merged.hash, method=request.method)
 
-    def _merge(self, workspace: Path, request: MergeRequest,
-               take: Callable[[str], StoredCandidate]) -> StoredCandidate:
-        check_request(request)
-        with self._claim(workspace, request.out):
-            check_workspace(workspace, request)
-            parents = {name: take(name) for name in request.parents}
-            build = layout.grader_home() / "merges" / uuid.uuid4().hex
-            try:
-                stored = self._build(request, parents, build / "out")
-                place(build / "out", workspace, request.out)
-            finally:
-                shutil.rmtree(build, ignore_errors=True)
-        return stored
+    def _publish(self, episode: Episode, request: MergeRequest,
+                 parents: dict[str, StoredCandidate], merged: StoredCandidate,
+                 publish: Callable[[str, Callable[[], None]], None]) -> Snapshot | None:
+        """Snapshot (if a parent is new and trained), accept in the ledger, place."""
+        base = parents[request.base_model].hash if request.base_model else None
+        with kept_snapshot(episode, f"merge into {request.out}") as take_snapshot:
+            new = [name for name, parent in parents.items() if self._is_new(episode, name, parent)]
+            taken = take_snapshot() if new else None
+            publish(request.out, lambda: self.ledger.record_merge(
+                episode.id, out=request.out, model_hash=merged.hash,
+                method=request.description(base), parents=request.models,
+                weights=request.weights))
+        return taken
 
-    def _build(self, request: MergeRequest, parents: dict[str, StoredCandidate],
-               out: Path) -> StoredCandidate:
+    def _is_new(self, episode: Episode, name: str, parent: StoredCandidate) -> bool:
+        """Whether lineage will call ``parent`` trained (it then names a snapshot)."""
+        return (self.lineage.find(episode.id, name, parent.hash) is None and
+                self.lineage.first_name_with(episode.id, parent.hash, other_than=name) is None)
+
+    def _build(self, episode: Episode, request: MergeRequest,
+               parents: dict[str, StoredCandidate], out: Path) -> StoredCandidate:
+        """Run mergekit into ``out`` (private), then take the output within the quota."""
         out.parent.mkdir(parents=True, mode=0o700)
         config = mergekit_config(request, {name: p.path for name, p in parents.items()})
         try:
@@ -367,7 +405,10 @@ class Merger:
                               hint="merge candidates of the same architecture") from None
         copy_tokenizer(parents[request.models[0]].path, out)
         try:
-            return intake(out, "model")
-        except (CandidateRefused, CheckpointError) as err:
-            raise MergeFailed(f"merge failed: the output is not a loadable checkpoint: "
-                              f"{err.one_line()}") from None
+            merged = intake_from(out.parent, out.name, "model", limits=self.store.limits(episode),
+                                 stop=lambda: self.store.stopped(episode.id))
+        except (CandidateRefused, CheckpointError) as err:  # unloadable, over quota, stopped
+            raise MergeFailed(f"merge failed: the output was refused: {err.one_line()}",
+                              hint=err.hint) from None
+        self.store.record(episode.id, merged)
+        return merged
