@@ -10,6 +10,7 @@ to start on a stale preparation.
 """
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -47,21 +48,37 @@ def _digest_path(task: Task) -> Path:
     return layout.task_store(task.id) / "pack.sha256"
 
 
-def _recorded(task: Task) -> str | None:
+def recorded_digest(task: Task) -> str | None:
+    """The digest of the pack the task's systems were built from (None: never prepared)."""
     path = _digest_path(task)
     return path.read_text().strip() if path.exists() else None
 
 
 def is_current(task: Task) -> bool:
     """Whether the task's prepared systems were built from the task as it is now."""
-    return _recorded(task) == pack_digest(task)
+    return recorded_digest(task) == pack_digest(task)
+
+
+def pack_record(task_id: str) -> Path:
+    """Where the pack prepared under ``task_id`` lies, and its digest (JSON)."""
+    return layout.task_store(task_id) / "pack.json"
+
+
+def remember_pack(task: Task, digest: str) -> None:
+    """Record the pack's folder and digest under its id, so that the grader finds the task
+    from the id its ledger keeps (:func:`vtbench.prepare.prepared_by_id`)."""
+    record = {"root": str(task.root), "digest": digest}
+    path = pack_record(task.id)
+    if not path.exists() or json.loads(path.read_text()) != record:
+        atomic_write(path, json.dumps(record), mode=0o644)
 
 
 def forget_stale(task: Task) -> bool:
     """Remove systems and scores built from another version of the task; record this
     version. Returns whether anything was removed."""
     current = pack_digest(task)
-    if _recorded(task) == current:
+    remember_pack(task, current)
+    if recorded_digest(task) == current:
         return False
     store = layout.task_store(task.id)
     stale = (store / "systems").exists() or (store / "scores.json").exists()
