@@ -19,6 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
         "errors",
         "boundedjson",
         "layout",
+        "gpus",
         "processes",
         "spec",
         "sandbox",

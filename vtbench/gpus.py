@@ -1,0 +1,136 @@
+"""The host's GPUs and who holds each: one allocator per host (per private store).
+
+An episode's research sandbox gets the GPUs its task asks for (``resources.gpus``), the
+grader evaluates on GPUs of its own (``vtbench grader serve --gpus N``), and two holders
+never share a GPU: each GPU is held through an exclusive ``flock`` on
+``$VTBENCH_HOME/gpus/<index>.lock``, which the kernel drops when the holder's process dies,
+so a runner killed with ``kill -9`` leaves no GPU taken. The lock file names its holder
+for ``vtbench gpus``.
+
+Indexes are ``nvidia-smi``'s, in PCI bus order; sandboxes given GPUs also get
+``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so that CUDA counts the same way. ``$VTBENCH_GPUS`` (a
+comma-separated list of indexes) restricts which of the host's GPUs vtbench may hand out,
+e.g. to leave some to other work; empty means none.
+"""
+
+import fcntl
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from vtbench import layout
+from vtbench.errors import VtbenchError
+
+ALLOWED_ENV = "VTBENCH_GPUS"
+
+
+class GpusUnavailable(VtbenchError):
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    """``nvidia-smi``'s index (PCI bus order), the value ``CUDA_VISIBLE_DEVICES`` takes."""
+    name: str
+
+
+def parse_inventory(csv: str) -> list[Gpu]:
+    """``nvidia-smi --query-gpu=index,name --format=csv,noheader`` output as GPUs."""
+    gpus = []
+    for line in csv.splitlines():
+        index, _, name = line.partition(",")
+        if index.strip().isdigit():
+            gpus.append(Gpu(index=int(index), name=name.strip()))
+    return gpus
+
+
+def host_gpus() -> list[Gpu]:
+    """The host's NVIDIA GPUs that vtbench may use (none without ``nvidia-smi``)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        listed = subprocess.run([smi, "--query-gpu=index,name", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = parse_inventory(listed)
+    allowed = os.environ.get(ALLOWED_ENV)
+    if allowed is None:
+        return gpus
+    wanted = {int(part) for part in allowed.split(",") if part.strip().isdigit()}
+    return [gpu for gpu in gpus if gpu.index in wanted]
+
+
+def locks_folder() -> Path:
+    return layout.home() / "gpus"
+
+
+class GpuAllocator:
+    """Hands out whole GPUs of ``inventory`` (default: the host's) to one holder each."""
+
+    def __init__(self, inventory: list[Gpu] | None = None) -> None:
+        self.inventory = host_gpus() if inventory is None else inventory
+
+    @contextmanager
+    def hold(self, count: int, holder: str) -> Iterator[list[Gpu]]:
+        """Hold ``count`` free GPUs for the duration of the block; refuse at once (one line
+        saying how many are free) when there are not enough."""
+        if count == 0:
+            yield []
+            return
+        folder = locks_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        taken: list[tuple[Gpu, IO[str]]] = []
+        try:
+            for gpu in self.inventory:
+                if len(taken) == count:
+                    break
+                handle = self._try_lock(folder / f"{gpu.index}.lock", holder)
+                if handle is not None:
+                    taken.append((gpu, handle))
+            if len(taken) < count:
+                raise GpusUnavailable(
+                    f"{holder} needs {count} GPU(s); {len(taken)} of the host's "
+                    f"{len(self.inventory)} are free",
+                    hint="wait for a running episode or grader to end, or see: vtbench gpus")
+            yield [gpu for gpu, _ in taken]
+        finally:
+            for _, handle in taken:
+                handle.close()  # closing drops the lock
+
+    @staticmethod
+    def _try_lock(path: Path, holder: str) -> IO[str] | None:
+        handle = path.open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{holder} (pid {os.getpid()})\n")
+        handle.flush()
+        return handle
+
+    def holders(self) -> dict[int, str | None]:
+        """Each GPU's holder, None where free (for ``vtbench gpus``)."""
+        return {gpu.index: _holder(locks_folder() / f"{gpu.index}.lock")
+                for gpu in self.inventory}
+
+
+def _holder(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    with path.open() as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return handle.read().strip() or "unknown"
+    return None
