@@ -2,7 +2,8 @@
 
 For an episode the runner made, the history is the runner's ``snapshots.git`` beside the
 workspace, which the sandbox never sees; it is then the only repository read, so a
-``.git`` the agent planted inside the workspace is never looked at. Any other repository
+``.git`` the agent planted inside the workspace is never looked at, not even when
+``snapshots.git`` is missing (the history is then refused, naming it). Any other repository
 (a workspace that carries its own ``.git``) is trusted no further: the analysis only
 reads objects (commits, trees, blobs), refuses a repository that borrows objects from
 elsewhere (``objects/info/alternates``), and keeps an object only when its bytes hash to
@@ -28,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 
 from vtbench.errors import AnalysisError
-from vtbench.layout import SNAPSHOTS_DIR
+from vtbench.layout import SNAPSHOTS_DIR, EpisodePaths
 
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 ALTERNATES = ("objects/info/alternates", "objects/info/http-alternates")
@@ -47,6 +48,10 @@ class SnapshotStore:
         if git_dir is None:
             raise AnalysisError(f"{repo}: not a git repository",
                                 hint="point the record's `workspace` at the workspace folder")
+        if not _is_git_dir(git_dir):
+            raise AnalysisError(f"{git_dir} is missing: the runner made this episode and keeps"
+                                " its snapshots there (a .git in the workspace is the agent's)",
+                                hint="copy episode folders whole: snapshots.git is the history")
         borrowed = [name for name in ALTERNATES if os.path.lexists(git_dir / name)]
         if borrowed:
             raise AnalysisError(f"{git_dir}: borrows objects from elsewhere ({borrowed[0]})",
@@ -227,11 +232,20 @@ def _parse_commit(repo: Path, rev: str, kind: str, body: bytes) -> tuple[str, li
 def find_git_dir(path: Path) -> Path | None:
     """The snapshot repository of a workspace: ``snapshots.git`` beside it (where the runner
     keeps snapshots out of the agent's reach) whenever that exists, else ``<path>`` itself
-    when it is a git directory, else ``<path>/.git``."""
-    for candidate in (path.parent / SNAPSHOTS_DIR, path, path / ".git"):
-        if (candidate / "objects").is_dir() and (candidate / "HEAD").is_file():
+    when it is a git directory, else ``<path>/.git``. For an episode the runner made (its
+    folder holds the runner's state) it is ``snapshots.git`` even when that is missing:
+    :class:`SnapshotStore` then refuses it rather than read what the agent left."""
+    snapshots = path.parent / SNAPSHOTS_DIR
+    if EpisodePaths.of_workspace(path).runner_state.is_file():
+        return snapshots
+    for candidate in (snapshots, path, path / ".git"):
+        if _is_git_dir(candidate):
             return candidate
     return None
+
+
+def _is_git_dir(path: Path) -> bool:
+    return (path / "objects").is_dir() and (path / "HEAD").is_file()
 
 
 def _start_cat_file(git_dir: Path) -> "subprocess.Popen[bytes]":
