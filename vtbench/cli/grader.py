@@ -25,6 +25,12 @@ def serve_command(
         "--port", help="Listen on TCP 127.0.0.1 instead of a unix socket.")] = None,
     sandbox: Annotated[str, typer.Option(help="Harness sandbox backend.")] = "bwrap",
     workers: Annotated[int, typer.Option(help="Validations run in parallel.")] = 1,
+    gpus: Annotated[int | None, typer.Option(
+        min=0, help="GPUs the grader evaluates on, held for its life so no episode gets them "
+                    "(default: one where the host has a free one; 0: the CPU).")] = None,
+    share_gpus: Annotated[bool, typer.Option(
+        help="Evaluate on the GPUs without holding them, so episodes may hold them too "
+             "(hosts with fewer GPUs than holders).")] = False,
 ) -> None:
     """Serve the grader in the foreground until interrupted (recovers the ledger first)."""
     from vtbench import layout
@@ -33,7 +39,7 @@ def serve_command(
     if port is None and socket_path is None:
         socket_path = layout.grader_home() / "grader.sock"
     console.print(f"grader listening on {socket_path or f'127.0.0.1:{port}'}", highlight=False)
-    serve(socket_path if port is None else None, port, sandbox, workers)
+    serve(socket_path if port is None else None, port, sandbox, workers, gpus, share_gpus)
 
 
 @app.command("status")
@@ -98,3 +104,22 @@ def result_command(episode: str, as_json: JsonFlag = False) -> None:
         return
     console.print(f"{episode} ({result.task}, {result.state}): test {result.test_score}, "
                   f"gain {result.gain}, normalised gain {result.normalised_gain}")
+
+
+@app.command("gpus")
+def gpus_command(as_json: JsonFlag = False) -> None:
+    """The host's GPUs vtbench may hand out and who holds each (the grader, an episode)."""
+    from vtbench.gpus import GpuAllocator
+
+    allocator = GpuAllocator()
+    holders = allocator.holders()
+    rows = [{"index": gpu.index, "name": gpu.name, "holder": holders[gpu.index]}
+            for gpu in allocator.inventory]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        console.print("no GPU: this host has no nvidia-smi or $VTBENCH_GPUS allows none")
+        return
+    print_table("GPUs", ["index", "name", "holder"],
+                [[r["index"], r["name"], r["holder"] or "free"] for r in rows])

@@ -63,7 +63,7 @@ class Grader:
     """One per host; serves many episodes. Call :meth:`start` before use."""
 
     def __init__(self, ledger: Ledger | None = None, cache: ResultCache | None = None,
-                 sandbox: str = "bwrap", workers: int = 1) -> None:
+                 sandbox: str = "bwrap", workers: int = 1, gpus: int = 0) -> None:
         self.ledger = ledger or Ledger()
         self.cache = cache or ResultCache(self.ledger.path)
         self.sandbox = sandbox
@@ -71,7 +71,7 @@ class Grader:
         self.store = StoreKeeper(self.ledger)
         self.merger = Merger(self.ledger, self.lineage, self.store)
         self.gate = Gate(self.ledger)
-        self.workers = Workers(self.ledger, self.cache, sandbox, workers)
+        self.workers = Workers(self.ledger, self.cache, sandbox, workers, gpus)
         self.validations = Validations(self.ledger, self.cache, self.store, self.lineage,
                                        self.workers.changed)
         self.submissions = Submissions(self.ledger, self.store, self.lineage, sandbox)

@@ -1,6 +1,10 @@
 """The validation workers: threads that claim queued validations from the ledger, run
 them (or answer them from the result cache) and settle each once.
 
+Compute: a validation is charged the wall seconds of its evaluation; on a GPU those are
+GPU-seconds of the one GPU our model server runs on (the result's ``gpus`` says how many
+GPUs evaluated, 0 on the CPU).
+
 Settlement: charged when the validation completes or fails because of the candidate (a
 checkpoint or harness error, an error the scorer reports), refunded when the grader fails
 (any other exception, or no compute seconds left when its turn came). The agent's message
@@ -25,11 +29,14 @@ log = logging.getLogger("vtbench.grader")
 class Workers:
     """``count`` worker threads over one ledger; ``changed`` wakes them and the waiters."""
 
-    def __init__(self, ledger: Ledger, cache: ResultCache, sandbox: str, count: int) -> None:
+    def __init__(self, ledger: Ledger, cache: ResultCache, sandbox: str, count: int,
+                 gpus: int = 0) -> None:
         self.ledger = ledger
         self.cache = cache
         self.sandbox = sandbox
         self.count = count
+        self.gpus = min(gpus, 1)
+        """GPUs one evaluation runs on: our model server uses one device."""
         self.changed = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._stopping = False
@@ -97,6 +104,7 @@ class Workers:
             self._refund_grader_failure(validation, err)
             return
         faults.checkpoint("scored")
+        result["gpus"] = self.gpus
         if result.get("error"):
             result["error"] = self._for_agent(validation, result["error"])
             self.ledger.fail_candidate(validation.id, result["error"], seconds, result=result)
