@@ -5,6 +5,7 @@ on CPU; the two-process run goes through ``accelerate launch`` and gloo like a r
 several GPUs goes through it and NCCL.
 """
 
+import copy
 import json
 import os
 import shutil
@@ -155,6 +156,31 @@ def test_lora_saves_full_weights_with_the_adapter_merged_in(train, base, data, t
             safe_open(base / "model.safetensors", "pt") as original:
         assert set(merged.keys()) == set(original.keys())
     assert_loads_with_new_weights(base, out)
+
+
+
+def test_a_lora_trained_on_a_bf16_base_is_merged_into_the_full_precision_base(
+        train, base, data, tmp_path) -> None:
+    """On a GPU the frozen base trains in bf16; the merge must not round what the adapter
+    leaves alone, and must add the same update as a merge in float32."""
+    from safetensors.torch import load_file
+
+    config = train.read_config(write(tmp_path, steps=5, lora={"enabled": True, "r": 4}))
+    trainer = train.build_trainer(base, data, 0, config, tmp_path / "work")
+    trainer.train()
+    on_bf16 = copy.deepcopy(trainer.model)
+    for name, weight in on_bf16.named_parameters():
+        if "lora_" not in name:
+            weight.data = weight.data.to(torch.bfloat16)
+    merged = train.merged_lora(on_bf16, base, torch.float32).state_dict()
+    expected = trainer.model.merge_and_unload().state_dict()
+    original = load_file(base / "model.safetensors")
+    for name, weight in merged.items():
+        assert weight.dtype == torch.float32
+        assert torch.allclose(weight, expected[name], atol=1e-6), name
+    assert torch.equal(merged["model.embed_tokens.weight"], original["model.embed_tokens.weight"])
+    assert not torch.equal(merged["model.layers.0.self_attn.q_proj.weight"],
+                           original["model.layers.0.self_attn.q_proj.weight"])
 
 
 def test_a_diverged_training_fails_and_saves_no_model(train, base, data, tmp_path,

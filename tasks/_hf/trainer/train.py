@@ -258,6 +258,23 @@ def build_trainer(base: Path, data: Path, seed: int, config: dict, workdir: Path
     return trainer
 
 
+def merged_lora(peft_model, base: Path, dtype):
+    """The full model with the trained adapter merged in, in ``dtype``. A base trained in
+    another dtype (bf16 on a GPU) is loaded again in ``dtype`` first, so that the weights
+    the adapter leaves alone stay exactly the base's."""
+    from peft import get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+    from transformers import AutoModelForCausalLM
+
+    if peft_model.get_base_model().dtype == dtype:
+        return peft_model.merge_and_unload()
+    adapter = get_peft_model_state_dict(peft_model)
+    fresh = AutoModelForCausalLM.from_pretrained(base, dtype=dtype, trust_remote_code=False,
+                                                 use_safetensors=True, local_files_only=True)
+    fresh = get_peft_model(fresh, peft_model.peft_config["default"])
+    set_peft_model_state_dict(fresh, adapter)
+    return fresh.merge_and_unload()
+
+
 def save_checkpoint(trainer, base: Path, out: Path) -> None:
     """Full weights (a LoRA adapter merged in) in the base's dtype, as safetensors, with
     config and tokenizer; every process must call it (FSDP gathers the weights)."""
@@ -271,7 +288,7 @@ def save_checkpoint(trainer, base: Path, out: Path) -> None:
     dtype = AutoConfig.from_pretrained(base, local_files_only=True).dtype or torch.float32
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_and_unload"):
-        model = model.merge_and_unload()
+        model = merged_lora(model, base, dtype)
     if state is None:
         model.to(dtype)
     else:
