@@ -15,7 +15,9 @@ several processes, it trains in place. On a GPU it trains in bfloat16 mixed prec
 (precision = "bf16"); on the CPU in float32 with $VTBENCH_THREADS threads per process.
 
 Rows are tokenized as the model server sees them: the prompt alone, then the completion,
-then the end-of-sequence token.
+then the end-of-sequence token. Packing keeps completion-only loss (trl builds the labels
+before it packs) and packed rows do not attend to each other; it is off by default because
+it changes what a step is: batch_size then counts packed sequences of max_length tokens.
 """
 
 import argparse
