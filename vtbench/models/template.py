@@ -8,7 +8,9 @@ loads its checkpoint. The template is single-threaded and never touches a GPU, s
 forks may use one.
 
 Protocol, over a unix socket in a private folder: the caller sends one JSON line
-``{"argv": [...], "log": PATH}``; the template answers ``{"pid": N}`` at once and
+``{"argv": [...], "log": PATH, "cgroups": [PROCS_FILE, ...]}`` (the fork joins each of
+those groups before it runs a line of the server; ``cgroups`` may be left out); the
+template answers ``{"pid": N}`` at once and
 ``{"exit": CODE}`` (negative: killed by that signal) when the server ends, then closes the
 connection. Lifetimes are tied together: the template exits when its caller exits (and
 removes its folder), each server when the template's caller exits (``--exit-with``), and a
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from vtbench.errors import ModelServerError
@@ -39,10 +42,12 @@ class ForkedProcess:
     """A server forked from the template, with the part of ``subprocess.Popen``'s interface
     the server handles use (``pid``, ``poll``, ``terminate``, ``kill``, ``wait``)."""
 
-    def __init__(self, argv: list[str], log_path: Path) -> None:
+    def __init__(self, argv: list[str], log_path: Path, cgroups: Sequence[Path] = ()) -> None:
         """Asks for the fork and returns at once (the fork costs the template ~20 ms,
-        which the caller may spend on other work); :attr:`pid` waits for it."""
-        self._connection = _template().request({"argv": argv, "log": str(log_path)})
+        which the caller may spend on other work); :attr:`pid` waits for it. The fork
+        joins the groups whose ``cgroup.procs`` files ``cgroups`` names first."""
+        self._connection = _template().request({"argv": argv, "log": str(log_path),
+                                                "cgroups": [str(c) for c in cgroups]})
         self._buffer = b""
         self._code: int | None = None
         self._pid: int | None = None
@@ -208,13 +213,14 @@ def _fork_one(listener: socket.socket, children: dict[int, socket.socket | None]
         for fd in [*inherited, connection.fileno()]:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        _run_child(request["argv"], request["log"], owner)
+        _run_child(request["argv"], request["log"], owner, request.get("cgroups", []))
     connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
     children[pid] = connection
 
 
-def _run_child(argv: list[str], log_path: str, owner: int) -> None:
-    """In the fork: default signals, output to the log, run the server, never return."""
+def _run_child(argv: list[str], log_path: str, owner: int, cgroups: list[str]) -> None:
+    """In the fork: join the cgroups, default signals, output to the log, run the server,
+    never return (a group it cannot join ends it: it never runs outside its limits)."""
     code = 1
     try:
         signal.set_wakeup_fd(-1)
@@ -223,6 +229,13 @@ def _run_child(argv: list[str], log_path: str, owner: int) -> None:
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
+        for procs in cgroups:
+            try:
+                Path(procs).write_text(str(os.getpid()))
+            except OSError as err:
+                print(f"error: the model server cannot join its cgroup: {err}", flush=True)
+                code = 2
+                return
         from vtbench.models.server import main
 
         code = main([*argv, "--exit-with", str(owner)])
