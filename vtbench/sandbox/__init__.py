@@ -52,6 +52,11 @@ watchdog thread of the parent; the tree kill ends the whole pid namespace, so ch
 that ignore SIGTERM, double-fork or call setsid die too, and so does every process left
 behind when the command exits.
 
+:func:`limit_groups` makes the same per-process-tree groups for a process the caller starts
+itself (the model server: trusted code, untrusted weights): the process joins them through
+their ``procs_files``; after its end ``limit_hit()`` says whether a limit killed it, and
+``remove()`` deletes them.
+
 What the caller must prepare:
 
 - mount sources and sockets exist (``start`` waits up to ``socket_wait_seconds`` for
@@ -75,7 +80,9 @@ device node is bound and CUDA sees no GPU).
 """
 
 from vtbench.sandbox._cgroup import ALLOW_WEAK_ENV as ALLOW_WEAK_LIMITS_ENV
+from vtbench.sandbox._cgroup import CgroupSet as LimitGroups
 from vtbench.sandbox._cgroup import Support as CgroupLimits
+from vtbench.sandbox._cgroup import create as limit_groups
 from vtbench.sandbox._cgroup import support as cgroup_limits
 from vtbench.sandbox._cgroup import weak_limits_allowed
 from vtbench.sandbox._process import SandboxProcess
@@ -90,6 +97,7 @@ __all__ = [
     "CgroupLimits",
     "CompletedRun",
     "Ending",
+    "LimitGroups",
     "Limits",
     "Mount",
     "Sandbox",
@@ -98,6 +106,7 @@ __all__ = [
     "cgroup_limits",
     "get_sandbox",
     "grant_socket",
+    "limit_groups",
     "prepare_writable",
     "python_runtime_mounts",
     "weak_limits_allowed",
