@@ -31,11 +31,18 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from vtbench.errors import CheckpointError, MissingDependency, ModelServerError
-from vtbench.models.server import CHECKPOINT_EXIT_CODE, MAX_SOCKET_PATH
+from vtbench.models.server import (
+    CHECKPOINT_EXIT_CODE,
+    DEFAULT_HEADROOM_BYTES,
+    MAX_SOCKET_PATH,
+    WEIGHT_FACTOR,
+)
 from vtbench.processes import Stoppable, stop_process
 
 if TYPE_CHECKING:
     import httpx
+
+    from vtbench.sandbox import LimitGroups
 
 class ModelServer(Protocol):
     """A running OpenAI-compatible server for one checkpoint (use as a context manager)."""
@@ -216,9 +223,21 @@ class TransformersServer(_ServerProcess):
     """Our server (:mod:`vtbench.models.server`) on the CPU or one CUDA device, forked
     from the warm template process (:mod:`vtbench.models.template`). It holds nothing to
     save, so ``stop`` kills it at once (a graceful uvicorn shutdown costs 100-200 ms) and
-    leaves the reaping to the template (the kernel tears a killed process down anyway)."""
+    leaves the reaping to the template (the kernel tears a killed process down anyway).
+
+    Its memory is capped twice, because the weights it loads are the candidate's: on the
+    CPU by its own address-space limit, and on any device by a cgroup of its own (v2 or v1,
+    where the host gives one: :func:`vtbench.sandbox.limit_groups`) of ``memory_mb``
+    (default: :func:`default_memory_mb`), which the fork joins before it runs a line of
+    the server. A server the kernel kills at that limit is the candidate's failure
+    (:class:`CheckpointError`), like one that runs out of its address space."""
 
     graceful_stop = False
+
+    def __init__(self, *args: Any, memory_mb: int | None = None, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.memory_mb = memory_mb or default_memory_mb(self.model_dir, self.device)
+        self._groups: LimitGroups | None = None
 
     def _end(self, process: "_Process") -> None:
         from vtbench.models.template import ForkedProcess
@@ -230,8 +249,31 @@ class TransformersServer(_ServerProcess):
 
     def spawn(self) -> "_Process":
         from vtbench.models.template import ForkedProcess
+        from vtbench.sandbox import limit_groups
 
-        return ForkedProcess(self.server_args(), self.log_path)
+        groups = limit_groups(None, self.memory_mb)
+        if "memory" in groups.dirs:
+            self._groups = groups
+        else:
+            groups.remove()
+        procs = self._groups.procs_files if self._groups is not None else []
+        return ForkedProcess(self.server_args(), self.log_path, procs)
+
+    def check_alive(self) -> None:
+        try:
+            super().check_alive()
+        except ModelServerError:
+            if self._groups is not None and self._groups.limit_hit() == "memory_mb":
+                raise CheckpointError(
+                    f"the model server ran out of its {self.memory_mb} MiB memory limit: "
+                    "the checkpoint needs more memory than its weight files justify") from None
+            raise
+
+    def stop(self) -> None:
+        super().stop()
+        if self._groups is not None:
+            self._groups.remove()
+            self._groups = None
 
     def server_args(self) -> list[str]:
         args = ["--model", str(self.model_dir), "--socket", str(self.socket),
@@ -293,6 +335,19 @@ def serve_model(model_dir: Path, socket: Path | None = None, *,
         yield server
     finally:
         server.stop()
+
+
+CUDA_HOST_HEADROOM_BYTES = 6 << 30
+"""Host memory a CUDA server needs beyond the CPU's headroom: the CUDA context and the
+device libraries it maps."""
+
+
+def default_memory_mb(model_dir: Path, device: str) -> int:
+    """The memory our server may use for ``model_dir``: the headroom of its address-space
+    cap (:mod:`vtbench.models.server`) and a fixed allowance for CUDA unless on the CPU."""
+    weights = sum(path.stat().st_size for path in Path(model_dir).glob("*.safetensors"))
+    cuda = 0 if device == "cpu" else CUDA_HOST_HEADROOM_BYTES
+    return (DEFAULT_HEADROOM_BYTES + cuda + WEIGHT_FACTOR * weights) >> 20
 
 
 def _last_line(path: Path) -> str:
