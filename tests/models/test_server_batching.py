@@ -147,3 +147,33 @@ def test_clients_that_come_back_once_answered_still_share_full_batches() -> None
         engine.stop()
     assert engine.stats.generate_calls == 3
     assert engine.stats.largest_batch == 4
+
+
+def test_a_listener_gets_each_rows_tokens_step_by_step_up_to_where_it_ended(
+        engine: BatchEngine) -> None:
+    heard: dict[str, list[list[tuple[int, int]]]] = {"cut": [], "sampled": []}
+    full = together(engine, GenerationRequest(ids("abc"), 12, ignore_eos=True))[0][0].text
+    cut = GenerationRequest(ids("abc"), 12, stop=(full[4:6],), ignore_eos=True)
+    sampled = GenerationRequest(ids("abc"), 12, n=2, temperature=0.8, seed=3, ignore_eos=True)
+    futures = [engine.submit(cut, heard["cut"].append),
+               engine.submit(sampled, heard["sampled"].append),
+               engine.submit(GenerationRequest(ids("other"), 12, ignore_eos=True))]
+    answers = {name: f.result(timeout=120) for name, f in zip(heard, futures, strict=False)}
+    futures[2].result(timeout=120)
+    assert answers["cut"][0].finish_reason == "stop"
+    assert len(answers["cut"][0].token_ids) < 12
+    for name, samples in answers.items():
+        steps = heard[name]
+        assert all(len({i for i, _ in step}) == len(step) for step in steps)  # one per row
+        for index, sample in enumerate(samples):
+            assert [t for step in steps for i, t in step if i == index] == sample.token_ids
+
+
+def test_a_listener_that_raises_does_not_fail_its_batch(engine: BatchEngine) -> None:
+    def broken(_: list[tuple[int, int]]) -> None:
+        raise RuntimeError("the client went away")
+
+    request = GenerationRequest(ids("abc"), 8, ignore_eos=True)
+    futures = [engine.submit(request, broken), engine.submit(request)]
+    first, second = (f.result(timeout=120) for f in futures)
+    assert first[0].token_ids == second[0].token_ids and len(first[0].token_ids) == 8

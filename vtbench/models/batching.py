@@ -19,7 +19,10 @@ Guarantees:
 - per-row ``max_tokens``, EOS (unless ``ignore_eos``) and ``stop`` strings end a row; the
   batch ends when every row has ended, and each row is cut where it ended;
 - the engine ignores the checkpoint's ``generation_config.json``: decoding is exactly what
-  the request asks for.
+  the request asks for;
+- a request submitted with ``on_tokens`` (a stream) gets, after each decoding step, the
+  step's new token of each of its rows that had not ended, from the worker thread, before
+  its future resolves; a listener that raises is dropped, never fails the batch.
 """
 
 import queue
@@ -27,6 +30,7 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,6 +39,8 @@ if TYPE_CHECKING:
     import torch
 
 FinishReason = Literal["stop", "length"]
+TokenListener = Callable[[list[tuple[int, int]]], None]
+"""Takes one decoding step's ``(sample index, token id)`` pairs of one request."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,7 @@ class _Ticket:
     future: "Future[list[Completion]]"
     results: list[Completion | None] = field(default_factory=list)
     remaining: int = 0
+    on_tokens: TokenListener | None = None
 
 
 @dataclass(frozen=True)
@@ -170,8 +177,10 @@ class BatchEngine:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def submit(self, request: GenerationRequest) -> "Future[list[Completion]]":
-        ticket = _Ticket(request, Future(), [None] * request.n, request.n)
+    def submit(self, request: GenerationRequest,
+               on_tokens: TokenListener | None = None) -> "Future[list[Completion]]":
+        """Queue ``request``; ``on_tokens`` streams its tokens as they are made."""
+        ticket = _Ticket(request, Future(), [None] * request.n, request.n, on_tokens)
         self._last_submit = time.monotonic()
         self._queue.put(ticket)
         return ticket.future
@@ -257,7 +266,7 @@ class BatchEngine:
 
         requests = [row.ticket.request for row in rows]
         ids, mask = self._left_pad([r.prompt_ids for r in requests])
-        stops = _RowStops(requests, ids.shape[1], self.eos_ids, self.codec)
+        stops = _RowStops(requests, ids.shape[1], self.eos_ids, self.codec, _listeners(rows))
         processors = LogitsProcessorList()
         if any(r.temperature > 0 for r in requests):
             processors.append(_RowSampler(requests, [row.seed for row in rows]))
@@ -321,14 +330,27 @@ class BatchEngine:
         ]
 
 
+def _listeners(rows: list[_Row]) -> list[tuple[TokenListener, list[tuple[int, int]]]]:
+    """Each listening ticket's listener with its rows: (batch row, sample index) pairs."""
+    grouped: dict[int, tuple[TokenListener, list[tuple[int, int]]]] = {}
+    for i, row in enumerate(rows):
+        if row.ticket.on_tokens is not None:
+            grouped.setdefault(id(row.ticket), (row.ticket.on_tokens, []))[1].append(
+                (i, row.index))
+    return list(grouped.values())
+
+
 class _RowStops:
-    """Stopping criterion: marks each row ended at its max_tokens, EOS or stop string."""
+    """Stopping criterion: marks each row ended at its max_tokens, EOS or stop string, and
+    hands each step's tokens to the listeners of streamed rows (it sees every step)."""
 
     def __init__(self, requests: list[GenerationRequest], prompt_width: int,
-                 eos_ids: frozenset[int], codec: TextCodec) -> None:
+                 eos_ids: frozenset[int], codec: TextCodec,
+                 listeners: list[tuple[TokenListener, list[tuple[int, int]]]]) -> None:
         import torch
 
         self.requests, self.prompt_width, self.codec = requests, prompt_width, codec
+        self.listeners = listeners
         self.ended_at: list[int | None] = [None] * len(requests)
         self.max_tokens = torch.tensor([r.max_tokens for r in requests])
         self.eos = torch.tensor(sorted(eos_ids)) if eos_ids else None
@@ -351,7 +373,19 @@ class _RowStops:
         for i in torch.nonzero(done).flatten().tolist():
             if self.ended_at[i] is None:
                 self.ended_at[i] = step
+        if self.listeners:
+            self._tell(step, last.tolist())
         return done.to(input_ids.device)
+
+    def _tell(self, step: int, last: list[int]) -> None:
+        for listener, rows in list(self.listeners):
+            made = [(index, last[i]) for i, index in rows if self.ended_at[i] in (None, step)]
+            if not made:
+                continue
+            try:
+                listener(made)
+            except Exception:  # a gone client's stream must not fail the batch
+                self.listeners.remove((listener, rows))
 
 
 class _RowSampler:
