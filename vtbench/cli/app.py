@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from vtbench.cli import client, gateway, grader, prepare, report, run, tasks
+from vtbench.cli import campaign, client, gateway, grader, prepare, report, run, tasks
 
 app = typer.Typer(
     help="VibeTraining-Bench: evaluate research agents that co-design data, trainer and harness.",
@@ -39,3 +39,4 @@ for command in (client.status, client.validate, client.models, client.merge, cli
 app.add_typer(gateway.app, name="gateway")
 app.add_typer(grader.app, name="grader")
 app.command("report")(report.report)
+app.add_typer(campaign.app, name="campaign")

@@ -1,0 +1,78 @@
+"""The campaign's loop with the local executor and real ``vtbench run`` processes whose
+runner fails (the task is not prepared: a ``VtbenchError`` on the runner's side), the
+folder's lock against a second real ``campaign run``, and the host's capacity."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.campaign.conftest import write_campaign
+from vtbench.campaign import CampaignBusy, CampaignFolder, Ledger, dispatch, load_plan
+from vtbench.campaign.local import Capacity, LocalExecutor
+from vtbench.campaign.plan import PlannedEpisode
+from vtbench.campaign.progress import CampaignProgress
+
+
+def test_a_failing_runner_is_tried_again_up_to_the_retries_and_each_reason_is_kept(
+        tmp_path: Path, minimal_task: Path) -> None:
+    plan = load_plan(write_campaign(tmp_path, 'agents = [{name = "noop"}]\n'
+                                    f'tasks = ["{minimal_task}"]\nseeds = [0, 1]\nretries = 1\n'
+                                    'concurrency = 2\n[budget]\nbudget_minutes = 1\n'))
+    folder = CampaignFolder(tmp_path / "out")
+    folder.root.mkdir()
+    ledger = Ledger(folder.ledger)
+    ledger.add([e.key for e in plan.episodes])
+    executor = LocalExecutor()
+    with CampaignProgress(folder.log, "test", live=False) as progress:
+        try:
+            dispatch(plan, folder, ledger, executor, progress)
+        finally:
+            executor.close()
+    for row in ledger.rows():
+        assert (row.state, row.attempts) == ("failed_infra", 2)
+        assert row.reason == "task 'mini' is not prepared (run: vtbench prepare --task mini)"
+        assert [state for _, state, _ in ledger.events(row.key)] == [
+            "running", "pending", "running", "failed_infra"]
+        slot = folder.slot(row.key)
+        assert sorted(p.name for p in slot.iterdir() if p.suffix != ".lock") == [
+            "attempt-1.json", "attempt-1.log", "attempt-2.json", "attempt-2.log"]
+    log = folder.log.read_text()
+    assert log.count("tried again") == 2 and log.count("out of attempts") == 2
+
+
+def test_a_second_campaign_run_on_a_held_folder_is_refused(
+        tmp_path: Path, minimal_task: Path) -> None:
+    file = write_campaign(tmp_path, 'agents = [{name = "noop"}]\n'
+                          f'tasks = ["{minimal_task}"]\nseeds = [0]\n')
+    folder = CampaignFolder(tmp_path / "out")
+    folder.write_plan(load_plan(file))
+    with folder.locked():
+        with pytest.raises(CampaignBusy), folder.locked():
+            pass
+        second = subprocess.run([sys.executable, "-m", "vtbench", "campaign", "run", str(file),
+                                 "--out", str(folder.root)], capture_output=True, text=True,
+                                timeout=120)
+    assert second.returncode == 2
+    assert second.stderr.strip() == (f"error: {folder.root} is being run by pid "
+                                     f"{os.getpid()} (wait for it, or stop "
+                                     "that campaign first)")
+    assert not folder.ledger.exists()
+
+
+def episode(cpus: int = 1, gpus: int = 0, memory_gb: float = 4.0) -> PlannedEpisode:
+    return PlannedEpisode(key=f"k{cpus}{gpus}{memory_gb}", agent="noop", label="noop",
+                          model=None, reasoning_effort=None, gateway_config=None, task="/t",
+                          task_id="t", seed=0, budget_minutes=1.0, cpus=cpus, gpus=gpus,
+                          memory_gb=memory_gb)
+
+
+def test_episodes_run_side_by_side_only_as_far_as_the_hosts_resources_go() -> None:
+    host = Capacity(cpus=2, gpus=1, memory_gb=10.0)
+    one = episode()
+    assert host.fits([], one) and host.fits([one], one) and not host.fits([one, one], one)
+    assert not host.fits([episode(cpus=1, memory_gb=7)], episode(cpus=1, memory_gb=4))
+    assert host.fits([], episode(gpus=1)) and not host.fits([episode(gpus=1)], episode(gpus=1))
+    assert not host.fits([], episode(cpus=3))
