@@ -175,7 +175,7 @@ def test_logprobs_come_back_per_token(http: httpx.Client) -> None:
 @pytest.mark.parametrize("body", [
     {"prompt": "x", "temperature": -1},
     {"prompt": "x", "unknown_option": 1},
-    {"prompt": "x", "stream": True},
+    {"prompt": "x", "stream_options": {"include_usage": True}},  # without stream
     {"prompt": "x", "max_tokens": 100_000},
     {"max_tokens": 3},
     {"prompt": []},
