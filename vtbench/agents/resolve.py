@@ -1,15 +1,19 @@
 """Picking an agent adapter by name; a miss lists the valid names."""
 
 from collections.abc import Callable
+from functools import partial
 
 from vtbench.agents.base import AgentAdapter
 from vtbench.agents.builtin import CommandAgent, NoopAgent, ReferenceAgent
 from vtbench.agents.llm import LLM_AGENTS
+from vtbench.agents.scripted import ScriptedAgent
 from vtbench.errors import VtbenchError
 
 AGENTS: dict[str, Callable[[], AgentAdapter]] = {
     "noop": NoopAgent,
     "reference": ReferenceAgent,
+    "filter": partial(ScriptedAgent, "filter", "vtbench.agents.filter_agent"),
+    "tuner": partial(ScriptedAgent, "tuner", "vtbench.agents.tuner_agent"),
     **LLM_AGENTS,
 }
 

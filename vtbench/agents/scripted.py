@@ -1,0 +1,116 @@
+"""What the built-in scripted agents (reference, filter, tuner) share: how they are
+started, how they train a candidate with the workspace's trainer, and how they submit.
+
+Each keeps a :class:`BestSoFar`: every validation it makes is recorded there, and it
+submits exactly once, when its script ends or :data:`SUBMIT_MARGIN_S` before the
+episode's deadline (the watchdog), whichever comes first: the best validated
+(model, harness), or the initial model when nothing was validated. A slow machine so costs
+an agent the steps it did not reach, never the whole episode. Runs inside the research
+sandbox: it uses only the workspace, its trainer and the grader client.
+"""
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from vtbench.agents.base import AgentContext
+from vtbench.client import GraderClient, seconds_left
+
+WORKSPACE = Path("/workspace")
+SUBMIT_MARGIN_S = 30.0
+"""Time before the deadline at which the best result so far is submitted: enough for the
+grader to copy and hash a smol-scale model."""
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ScriptedAgent:
+    """A built-in scripted agent: ``python -m <module> --seed N`` in /workspace."""
+
+    name: str
+    module: str
+    needs_gateway: bool = False
+    needs_playbook: bool = False
+
+    def command(self, context: AgentContext) -> list[str]:
+        return [sys.executable, "-m", self.module, "--seed", str(context.seed)]
+
+    def environment(self, context: AgentContext) -> dict[str, str]:
+        return {}
+
+
+class TrainingFailed(SystemExit):
+    """The trainer exited with an error; uncaught, the agent exits with its message."""
+
+
+def speaker(agent: str) -> Say:
+    def say(message: str) -> None:
+        print(f"[{agent} agent] {message}", flush=True)
+
+    return say
+
+
+def train(name: str, seed: int, say: Say, workspace: Path = WORKSPACE) -> str:
+    """Train ``models/<name>`` with the workspace's trainer, data and config, one thread."""
+    out = f"models/{name}"
+    env = {**os.environ, "VTBENCH_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "trainer/train.py", "--base", "models/base", "--out", out,
+               "--seed", str(seed)]
+    done = subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise TrainingFailed(f"training {name} failed: {done.stdout[-300:]}{done.stderr[-300:]}")
+    say(f"trained {out}")
+    return out
+
+
+class BestSoFar:
+    """The agent's validations, and its one submission of the best of them."""
+
+    def __init__(self, client: GraderClient, say: Say) -> None:
+        self.client, self.say = client, say
+        self.results: list[tuple[float, str, str | None]] = []
+        self.lock = threading.Lock()
+        self.submitted = False
+
+    def validate(self, model: str, harness: str | None = None) -> float:
+        """The validation score (minus infinity when the validation failed)."""
+        result = self.client.validate(model, harness=harness)
+        score = result.get("score")
+        self.say(f"validated {model} (harness {harness or 'initial'}): {score}")
+        if score is not None:
+            with self.lock:
+                self.results.append((score, model, harness))
+        return score if score is not None else float("-inf")
+
+    def best(self) -> tuple[float | None, str, str | None]:
+        """(score, model, harness) of the best validation; the initial model without one."""
+        with self.lock:
+            return self._best()
+
+    def _best(self) -> tuple[float | None, str, str | None]:
+        return max(self.results, key=lambda r: r[0], default=(None, "models/initial", None))
+
+    def submit_best(self, why: str) -> None:
+        """Submit the best validated (model, harness) once; later calls do nothing."""
+        with self.lock:
+            if self.submitted:
+                return
+            score, model, harness = self._best()
+            self.client.submit(model, harness=harness)
+            self.submitted = True
+        self.say(f"{why}: submitted {model} (harness {harness or 'initial'}) with validation "
+                 f"score {score}")
+
+    def watch_the_clock(self) -> None:
+        """Submit the best so far :data:`SUBMIT_MARGIN_S` before the deadline."""
+        left = seconds_left()
+        if left is not None:
+            timer = threading.Timer(max(0.0, left - SUBMIT_MARGIN_S), self.submit_best,
+                                    args=("the deadline is near",))
+            timer.daemon = True
+            timer.start()
