@@ -37,10 +37,15 @@ def clock(seconds: float | None) -> str:
     return f"{minutes}:{rest:02d}"
 
 
-def counts(rows: list[EpisodeState]) -> str:
+def tally(rows: list[EpisodeState]) -> dict[str, int]:
+    """Episodes per state, in the order of a campaign's life (states without one left out)."""
     found: Counter[str] = Counter(row.state for row in rows)
     order = ("finished", "failed_agent", "failed_infra", "running", "pending")
-    return ", ".join(f"{found[state]} {state}" for state in order if found[state])
+    return {state: found[state] for state in order if found[state]}
+
+
+def counts(rows: list[EpisodeState]) -> str:
+    return ", ".join(f"{number} {state}" for state, number in tally(rows).items())
 
 
 def status_table(title: str, rows: list[EpisodeState], limit: int | None = None) -> Table:

@@ -49,13 +49,13 @@ def status(
 ) -> None:
     """Show each episode's state, attempts, elapsed time, gain and last reason."""
     from vtbench.campaign import CampaignFolder, ledger_rows
-    from vtbench.campaign.progress import counts, status_table
+    from vtbench.campaign.progress import status_table, tally
 
     campaign = CampaignFolder(folder.resolve())
     plan = campaign.read_plan()
     rows = ledger_rows(campaign, plan)
     if as_json:
-        print_json({"campaign": plan.name, "folder": str(campaign.root), "counts": counts(rows),
+        print_json({"campaign": plan.name, "folder": str(campaign.root), "counts": tally(rows),
                     "episodes": [row.model_dump() for row in rows]})
         return
     console.print(status_table(f"campaign {plan.name}", rows))

@@ -1,0 +1,69 @@
+"""The Ray executor on a real two-node Ray cluster (head and worker on the loopback, in a
+network and pid namespace of their own, so nothing can leave the machine and every Ray
+process ends with the namespace): the campaign's episodes end in the same states as on the
+local executor, one on each node, and their folders are gathered whole."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.campaign.episodes.conftest import campaign_file, rows, shape, vtbench
+from vtbench.campaign.attempt import record_of
+
+pytest.importorskip("ray")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                       reason="a network namespace of its own needs root and unshare"),
+]
+PORT = 6391
+CLUSTER = """
+set -e
+ip link set lo up
+mkdir -p "$HOME"
+echo '{{}}' > "$HOME/ray_bootstrap_config.yaml"
+node="--node-ip-address 127.0.0.1 --num-cpus 1 --memory 6000000000 \
+      --object-store-memory 100000000 --disable-usage-stats"
+{ray} start --head --port {port} --include-dashboard false --temp-dir {tmp}/head $node >/dev/null
+{ray} start --address 127.0.0.1:{port} --temp-dir {tmp}/worker $node >/dev/null
+set +e
+{python} -m vtbench campaign run {file} --out {out} --executor ray --address 127.0.0.1:{port}
+echo "campaign exit $?"
+"""
+
+
+def run_on_two_node_cluster(file: Path, out: Path, tmp: Path) -> str:
+    ray = Path(sys.executable).parent / "ray"
+    script = CLUSTER.format(ray=ray, port=PORT, tmp=tmp, python=sys.executable, file=file,
+                            out=out)
+    env = {**os.environ, "HOME": str(tmp / "home"), "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/"}
+    done = subprocess.run(["unshare", "--net", "--pid", "--fork", "--mount-proc", "bash", "-c",
+                           script], capture_output=True, text=True, env=env, timeout=1200)
+    return done.stdout + done.stderr
+
+
+def test_a_campaign_on_a_two_node_ray_cluster_ends_as_on_the_local_executor(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    file = campaign_file(tmp_path, prepared_arith, seeds="[0]")
+    local = vtbench("campaign", "run", str(file), "--out", str(tmp_path / "local"))
+    assert local.returncode == 0, local.stderr[-2000:]
+
+    output = run_on_two_node_cluster(file, tmp_path / "ray", tmp_path)
+    assert "campaign exit 0" in output, output[-3000:]
+    on_ray, on_host = rows(tmp_path / "ray"), rows(tmp_path / "local")
+    assert shape(on_ray) == shape(on_host)
+    assert len({row.node for row in on_ray.values()}) == 2, on_ray
+    for row in on_ray.values():
+        assert row.folder is not None
+        folder = tmp_path / "ray" / row.folder
+        record = record_of(folder)
+        assert record is not None and record.status == "finished"
+        log = subprocess.run(["git", "--git-dir", str(folder / "snapshots.git"), "log",
+                              "--oneline"], capture_output=True, text=True, check=True)
+        assert log.stdout.strip(), "the gathered episode lost its snapshots"
+        assert (folder / "workspace" / "TASK.md").is_file()
