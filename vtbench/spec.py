@@ -5,13 +5,40 @@ folder that holds the ``task.toml``. :func:`load_spec` turns every validation pr
 into one :class:`SpecError` line naming the file, the field and the reason.
 """
 
+import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from vtbench.errors import SpecError
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w./-]+)?")
+"""``org/name`` as the Hugging Face hub spells it, with an optional ``@revision``."""
+BaseKind = Literal["tiny", "smol", "path", "hub"]
+
+
+def base_model_kind(name: str) -> BaseKind:
+    """How ``base_model`` names its model. A folder is written as a path (``/…``, ``~/…``,
+    ``./…``, ``../…``) so that it never reads as a hub id; a ValueError lists the forms."""
+    if name in ("tiny", "smol"):
+        return "tiny" if name == "tiny" else "smol"
+    if name in (".", "..") or name.startswith(("/", "~", "./", "../")):
+        return "path"
+    if HUB_ID.fullmatch(name):
+        return "hub"
+    raise ValueError(f"{name!r} is not tiny, smol, a folder (/…, ./…, ../…, ~/…) or a hub id "
+                     "(org/name or org/name@revision)")
 
 
 class Strict(BaseModel):
@@ -127,7 +154,10 @@ class TaskSpec(Strict):
     title: str
     scale: Literal["tiny", "smol", "full"]
     base_model: str
-    """``tiny`` (the shared pre-trained base), ``smol`` (SmolLM2-135M) or a local path."""
+    """``tiny`` (the shared pre-trained base), ``smol`` (SmolLM2-135M), a local Hugging Face
+    checkpoint folder (``/…``, ``~/…``, or ``./…``/``../…`` relative to this task.toml, made
+    absolute when the spec loads) or a hub id ``org/name[@revision]``, found in the
+    operator's Hugging Face cache (``vtbench prepare --download`` fetches it)."""
     components: Components
     splits: Splits
     metric: Metric
@@ -141,6 +171,20 @@ class TaskSpec(Strict):
     def harness_editable(self) -> bool:
         return self.components.harness.editable
 
+    @field_validator("base_model")
+    @classmethod
+    def folder_relative_to_the_spec(cls, value: str, info: ValidationInfo) -> str:
+        root = (info.context or {}).get("root")
+        if base_model_kind(value) == "path" and root is not None:
+            return os.path.normpath(Path(root).resolve() / Path(value).expanduser())
+        return value
+
+    @model_validator(mode="after")
+    def full_scale_names_its_checkpoint(self) -> "TaskSpec":
+        if self.scale == "full" and base_model_kind(self.base_model) not in ("path", "hub"):
+            raise ValueError("a full-scale task names its base model by folder or hub id")
+        return self
+
 
 def load_spec(path: Path) -> TaskSpec:
     """Read and validate a ``task.toml``; every problem becomes one SpecError line."""
@@ -151,7 +195,7 @@ def load_spec(path: Path) -> TaskSpec:
     except tomllib.TOMLDecodeError as err:
         raise SpecError(f"{path}: not valid TOML: {err}") from None
     try:
-        spec = TaskSpec.model_validate(raw)
+        spec = TaskSpec.model_validate(raw, context={"root": path.parent})
     except ValidationError as err:
         first = err.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "(top level)"

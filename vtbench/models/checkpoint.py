@@ -8,7 +8,9 @@ inspected before anything in it is opened by transformers. Guarantees of
 - no file in it is a pickle format (``*.bin``, ``*.pt``, ``*.pth``, ``*.pkl``, ``*.ckpt``, ...),
   so nothing is ever unpickled;
 - nothing in it is a symlink, and no name (including the shards named by a
-  ``*.safetensors.index.json``) leaves the directory;
+  ``*.safetensors.index.json``) leaves the directory; the one exception is a base model in
+  the operator's Hugging Face cache (``links_into``), whose snapshot is made of symlinks
+  into its repository's ``blobs/``: those are followed there and nowhere else;
 - no config asks for remote code (``auto_map``, ``trust_remote_code``), and transformers
   is called with ``trust_remote_code=False``, ``use_safetensors=True`` and
   ``local_files_only=True``, so no code and no file is fetched;
@@ -49,14 +51,17 @@ SYNC_LOAD_BYTES = 256 * 2**20
 transformers' loader threads cost more than they save (~15 ms of a tiny model's start)."""
 
 
-def check_checkpoint(directory: Path) -> Path:
-    """Inspect ``directory`` and return it resolved; raise :class:`CheckpointError` if unsafe."""
+def check_checkpoint(directory: Path, links_into: Path | None = None) -> Path:
+    """Inspect ``directory`` and return it resolved; raise :class:`CheckpointError` if unsafe.
+
+    ``links_into`` (trusted callers only: the operator's hub cache) admits symlinks to
+    regular files inside that folder."""
     root = Path(directory)
     if not root.is_dir():
         raise CheckpointError(f"{root}: not a checkpoint directory (missing)",
                               hint="pass a directory with config.json and *.safetensors")
     root = root.resolve()
-    files = _walk(root)
+    files = _walk(root, links_into.resolve() if links_into is not None else None)
     names = {path.relative_to(root).as_posix() for path in files}
     for path in files:
         if path.suffix.lower() in PICKLE_SUFFIXES:
@@ -168,14 +173,18 @@ def _loader_threads(wanted: bool) -> Iterator[None]:
             os.environ[ASYNC_LOAD_OFF] = previous
 
 
-def _walk(root: Path) -> list[Path]:
-    """Every regular file under ``root``; symlinks and special files are refused."""
+def _walk(root: Path, links_into: Path | None = None) -> list[Path]:
+    """Every regular file under ``root``; symlinks (but those to a regular file inside
+    ``links_into``) and special files are refused."""
     found: list[Path] = []
     pending = [root]
     while pending:
         folder = pending.pop()
         for entry in sorted(folder.iterdir()):
             if entry.is_symlink():
+                if links_into is not None and _links_to_file_in(entry, links_into):
+                    found.append(entry)
+                    continue
                 raise CheckpointError(f"{entry}: symlinks are refused in a checkpoint",
                                       hint="copy the file into the directory")
             if entry.is_dir():
@@ -185,6 +194,11 @@ def _walk(root: Path) -> list[Path]:
             else:
                 raise CheckpointError(f"{entry}: not a regular file")
     return found
+
+
+def _links_to_file_in(link: Path, folder: Path) -> bool:
+    target = link.resolve()
+    return target.is_relative_to(folder) and target.is_file()
 
 
 def _read_json(path: Path) -> Any:
