@@ -69,16 +69,25 @@ def prepare(
         help="Also build the ablations the calibration table shows (each component's change "
              "alone, and reverted from the reference); episodes need only initial and "
              "reference.")] = False,
+    download: Annotated[bool, typer.Option(
+        help="Download a hub base model missing from the Hugging Face cache (safetensors "
+             "only); without it nothing is downloaded.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Build splits, the initial and reference systems (with --calibrate also the
     ablations), and score them (cached)."""
+    from vtbench.models.base import download_base, resolve_base
     from vtbench.prepare import prepare_tasks
 
     tasks = [find_task(t) for t in task] if task else [
         t for t in builtin_tasks() if t.spec.scale == scale]
     if not tasks:
         raise VtbenchError(f"no built-in task has scale {scale!r}")
+    for each in tasks:  # a missing base model stops here, before any work is done
+        if download:
+            download_base(each.spec.base_model,
+                          lambda line: err_console.print(line, highlight=False))
+        resolve_base(each.spec.base_model)
     started = time.monotonic()
     with Progress(TextColumn("{task.description}"), TimeElapsedColumn(), console=err_console,
                   transient=as_json) as progress:
