@@ -9,7 +9,10 @@ as well as credits. The agent is stopped (SIGTERM, then SIGKILL of its whole pro
 at the deadline, which it finds in ``$VTBENCH_DEADLINE``, or as soon as its submission is
 recorded. With no submission the final system is the initial one (gain 0). The record is
 written at the start and after every step, so ``vtbench run --resume DIR`` can finish an
-episode whose runner died. LLM agents get their own metered gateway for the episode
+episode whose runner died. The agent's output is a pipe the runner copies to ``agent.log``
+and its sockets are relays in a neutral folder (:mod:`vtbench.episode.plumbing`), so no
+descriptor or socket of the sandbox names the episode folder or the private store. LLM
+agents get their own metered gateway for the episode
 (:mod:`vtbench.episode.gateway_process`); the record's ``llm`` is what it metered. The
 workspace is a filesystem of its own of the task's ``disk_gb`` while the episode runs
 (:mod:`vtbench.episode.disk`).
@@ -30,6 +33,7 @@ from vtbench.episode.disk import WorkspaceDisk, unavailable
 from vtbench.episode.gateway_process import config_path, episode_gateway, llm_usage
 from vtbench.episode.grader_process import grader_log, running_grader
 from vtbench.episode.leak_audit import audit
+from vtbench.episode.plumbing import output_pipe, relayed_sockets
 from vtbench.episode.provenance import provenance
 from vtbench.episode.record import EpisodeRecord, Lineage, Submission, Validation
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
@@ -42,7 +46,7 @@ from vtbench.prepare import score_summary
 from vtbench.prepare.digest import is_current
 from vtbench.prepare.prepare import system_folder
 from vtbench.prepare.systems import is_complete, model_dir
-from vtbench.sandbox import get_sandbox, prepare_writable
+from vtbench.sandbox import SandboxProcess, get_sandbox, prepare_writable
 from vtbench.tasks import find_task
 from vtbench.tasks.registry import Task
 from vtbench.tasks.store import atomic_write
@@ -153,33 +157,41 @@ def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, gra
                            reasoning_effort=options.reasoning_effort,
                            gateway_url=f"http://127.0.0.1:{GATEWAY_PORT}" if gateway else None)
     prepare_writable(episode.workspace)
-    spec = research_spec(task, agent, episode.workspace, grader, state["token"], remaining,
-                         gateway_socket=gateway, extra_env=agent.environment(context))
-    spec = spec.model_copy(update={"mounts": [*spec.mounts, *runtime_mounts(agent)]})
-    events("leak audit of everything the agent will see")
-    audit(task, [mount.source for mount in spec.mounts])
-    deadline = {DEADLINE_ENV: str(int(time.time() + remaining))}
-    spec = spec.model_copy(update={"env": {**spec.env, **deadline}})
-    with episode.agent_log.open("ab") as log:
+    sockets = {"grader": grader, **({"gateway": gateway} if gateway else {})}
+    with relayed_sockets(sockets) as relayed, output_pipe(episode.agent_log) as output:
+        spec = research_spec(task, agent, episode.workspace, relayed["grader"], state["token"],
+                             remaining, gateway_socket=relayed.get("gateway"),
+                             extra_env=agent.environment(context))
+        spec = spec.model_copy(update={"mounts": [*spec.mounts, *runtime_mounts(agent)]})
+        events("leak audit of everything the agent will see")
+        audit(task, [mount.source for mount in spec.mounts])
+        deadline = {DEADLINE_ENV: str(int(time.time() + remaining))}
+        spec = spec.model_copy(update={"env": {**spec.env, **deadline}})
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
-                                                     stdout=log, stderr=log)
+                                                     stdout=output, stderr=output)
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
-        seen, split = 0, TimeSplit(process.pid, record.spent)
-        while process.poll() is None:
-            time.sleep(1.0)
-            status = client.request("GET", f"/v1/operator/episodes/{state['episode']}/history")
-            settled = [v for v in status["validations"]
-                        if v["score"] is not None or v["error"] is not None]
-            for validation in settled[seen:]:
-                outcome = validation["score"] if validation["error"] is None else "failed"
-                events(f"validation {validation['index']}: {validation['candidate']} "
-                       f"-> {outcome}")
-            seen = len(settled)
-            split.tick(grading=len(settled) < len(status["validations"]))
-            if status["submission"] is not None:
-                events("submission recorded; stopping the agent")
-                process.kill_tree()
-                return "submitted"
+        return watch(process, client, state["episode"], record, events)
+
+
+def watch(process: SandboxProcess, client: GraderClient, episode_id: str,
+          record: EpisodeRecord, events: Events) -> str:
+    """Follow the agent until it exits, submits (then stop it) or reaches the deadline."""
+    seen, split = 0, TimeSplit(process.pid, record.spent)
+    while process.poll() is None:
+        time.sleep(1.0)
+        status = client.request("GET", f"/v1/operator/episodes/{episode_id}/history")
+        settled = [v for v in status["validations"]
+                   if v["score"] is not None or v["error"] is not None]
+        for validation in settled[seen:]:
+            outcome = validation["score"] if validation["error"] is None else "failed"
+            events(f"validation {validation['index']}: {validation['candidate']} "
+                   f"-> {outcome}")
+        seen = len(settled)
+        split.tick(grading=len(settled) < len(status["validations"]))
+        if status["submission"] is not None:
+            events("submission recorded; stopping the agent")
+            process.kill_tree()
+            return "submitted"
     if process.killed_by_limit == "wall_seconds":
         return "deadline"
     return "agent_exited"

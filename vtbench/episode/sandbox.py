@@ -6,6 +6,9 @@ onto itself, so that, a mount point like them, it cannot be moved aside for a fo
 holding other ``base``/``initial`` models), the Python runtime
 (read-only), the grader's socket (``/run/vtbench/grader.sock``, usable only with this
 episode's token) and, for LLM agents, the episode's own gateway behind a loopback relay.
+The runner passes sockets that it relays from a neutral folder
+(:mod:`vtbench.episode.plumbing`): a bound socket's host path shows in the sandbox's
+``/proc/self/mountinfo``, so neither ``$VTBENCH_HOME`` nor the episode folder may be it.
 Never visible: the private store, task packs (except, for the built-in reference agent,
 the read-only playbook: the episode's own task pack and the shared folders its components
 come from), other episodes, the host's network.
