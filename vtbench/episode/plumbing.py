@@ -12,8 +12,9 @@ its own episode folder lie. So the runner hands the sandbox only:
   is read and dropped, so the agent never blocks on a full pipe);
 * :func:`relayed_sockets`: for each host socket (the grader's, the episode's gateway's), a
   socket of the runner's own in a fresh folder ``/tmp/vtbench-<random>/``, owned by the
-  runner and reachable by the sandbox uid only; threads of the runner copy the bytes of
-  each connection to the real socket and back. The grader and the gateway see the runner
+  runner and reachable by the sandbox uid only; two threads of the runner per connection
+  copy its bytes to the real socket and back (one per direction, so a full buffer one way
+  never stalls the other). The grader and the gateway see the runner
   as their peer; what they trust is the episode's token and socket, as before.
 
 The workspace, the other bind, names nothing either where it is a filesystem of its own
@@ -28,7 +29,6 @@ at most :data:`MAX_CONNECTIONS` open connections per socket (more are closed at 
 
 import contextlib
 import os
-import selectors
 import shutil
 import socket
 import tempfile
@@ -137,28 +137,23 @@ class _Relay:
                     upstream.connect(str(self.target))
                 except OSError:
                     return
-                _pump(client, upstream, self._stopping)
+                back = threading.Thread(target=_copy, args=(upstream, client), daemon=True,
+                                        name=f"relay-{self.path.name}-back")
+                back.start()
+                _copy(client, upstream)
+                back.join()
         finally:
             self._slots.release()
 
 
-def _pump(one: socket.socket, other: socket.socket, stopping: threading.Event) -> None:
-    """Copy both ways until both directions ended, either side failed, or ``stopping``."""
-    peers = {one: other, other: one}
-    with selectors.DefaultSelector() as selector:
-        for end in peers:
-            selector.register(end, selectors.EVENT_READ)
-        open_sides = 2
-        while open_sides and not stopping.is_set():
-            for key, _ in selector.select(_POLL_SECONDS):
-                side: socket.socket = key.fileobj  # type: ignore[assignment]
-                try:
-                    chunk = side.recv(_CHUNK)
-                    if chunk:
-                        peers[side].sendall(chunk)
-                        continue
-                    peers[side].shutdown(socket.SHUT_WR)
-                except OSError:
-                    return
-                selector.unregister(side)
-                open_sides -= 1
+def _copy(source: socket.socket, sink: socket.socket) -> None:
+    """One direction of a connection, until its end (passed on) or an error (then both
+    directions end)."""
+    try:
+        while chunk := source.recv(_CHUNK):
+            sink.sendall(chunk)
+        sink.shutdown(socket.SHUT_WR)
+    except OSError:
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
