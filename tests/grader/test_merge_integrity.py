@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.grader.conftest import GraderProcess
+from tests.grader.conftest import GraderProcess, episode_body
 from tests.grader.test_merge import listing, merge_workspace, parents  # noqa: F401 (fixtures)
 from tests.grader.test_service_integrity import stored_trees
 from vtbench import layout
-from vtbench.errors import EpisodeClosed
+from vtbench.errors import BudgetExhausted, EpisodeClosed
 from vtbench.grader import Ledger
 from vtbench.grader.ledger import EpisodeBudgets
 
@@ -45,8 +45,8 @@ def test_the_store_quota_bounds_what_a_merge_takes_in(
 ) -> None:
     grader.start()
     size = sum(f.stat().st_size for f in (merge_workspace / "models" / "a").iterdir())
-    body = {"task": str(minimal_task), "workspace": str(merge_workspace),
-            "budgets": {"validations": 5, "compute_seconds": 600, "store_bytes": size * 3 // 2}}
+    body = episode_body(minimal_task, merge_workspace, validations=5, compute_seconds=600,
+                        store_bytes=size * 3 // 2)
     grant = grader.operator_client().post("/v1/operator/episodes", json=body).json()
     agent = grader.client(grant["token"])
     before = listing(merge_workspace)
@@ -81,13 +81,21 @@ def test_closing_an_episode_stops_its_running_merge_intake(
     assert listing(merge_workspace) == before and stored_trees() == []
 
 
-def test_the_ledger_accepts_a_merge_only_while_its_episode_is_open(tmp_path: Path) -> None:
+def test_the_ledger_accepts_a_merge_only_while_its_episode_is_open_with_compute_left(
+        tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "ledger.sqlite")
-    ledger.create_episode("ep", "task", "hash", EpisodeBudgets(validations=1,
-                                                                compute_seconds=10))
-    ledger.record_merge("ep", out="models/first")
-    ledger.close_episode("ep")
+    for episode in ("spent", "closed"):
+        ledger.create_episode(episode, "task", f"hash-{episode}",
+                              EpisodeBudgets(validations=2, compute_seconds=10))
+        ledger.record_merge(episode, out="models/first")
+    ledger.close_episode("closed")
+    validation = ledger.reserve_validation("spent", {"model_hash": "m"})
+    ledger.start(validation)
+    ledger.complete(validation, {"score": 0.5}, compute_seconds=10)
     with pytest.raises(EpisodeClosed):
-        ledger.record_merge("ep", out="models/second")
-    merged = [e["detail"]["out"] for e in ledger.events("ep") if e["kind"] == "merged"]
-    assert merged == ["models/first"]
+        ledger.record_merge("closed", out="models/second")
+    with pytest.raises(BudgetExhausted, match="no validation budget left"):
+        ledger.record_merge("spent", out="models/second")
+    for episode in ("spent", "closed"):
+        merged = [e["detail"]["out"] for e in ledger.events(episode) if e["kind"] == "merged"]
+        assert merged == ["models/first"]
