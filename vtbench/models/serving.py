@@ -285,7 +285,11 @@ class TransformersServer(_ServerProcess):
 
 
 class VllmServer(_ServerProcess):
-    """vLLM's OpenAI server on the same socket; ``$VTBENCH_VLLM_PYTHON`` may name its Python."""
+    """vLLM's OpenAI server on the same socket; ``$VTBENCH_VLLM_PYTHON`` may name its Python.
+
+    It answers to the names our server answers to (the folder's name and ``candidate``,
+    which the tasks' harnesses send) and reads Hermes-style ``<tool_call>`` replies back
+    into ``tool_calls``, as ours does."""
 
     def command(self) -> list[str]:
         python = os.environ.get("VTBENCH_VLLM_PYTHON", sys.executable)
@@ -297,7 +301,8 @@ class VllmServer(_ServerProcess):
                                    hint="leave port unset")
         return [python, "-m", "vllm.entrypoints.openai.api_server", "--model",
                 str(self.model_dir), "--uds", str(self.socket), "--load-format",
-                "safetensors", "--served-model-name", self.model_dir.resolve().name,
+                "safetensors", "--served-model-name", self.model_dir.resolve().name, "candidate",
+                "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                 *(["--max-num-seqs", str(self.max_batch)] if self.max_batch else []),
                 "--generation-config", "vllm", *self.extra_args]
 
