@@ -68,7 +68,7 @@ def run_local(file: Path, out: Path) -> float:
 
 
 def run_ray(file: Path, out: Path, tmp: Path) -> None:
-    script = CLUSTER.format(ray=Path(sys.executable).parent / "ray", tmp=tmp,
+    script = CLUSTER.format(ray=f"{sys.executable} -m ray.scripts.scripts", tmp=tmp,
                             python=sys.executable, file=file, out=out)
     env = {**os.environ, "HOME": str(tmp / "home"), "RAY_USAGE_STATS_ENABLED": "0",
            "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/"}
@@ -97,7 +97,8 @@ def main() -> None:
               f"(sum {sum(local):.1f} s); makespan / (sum / concurrency) = "
               f"{makespan / ideal:.2f}")
         if args.ray:
-            run_ray(file, tmp / "ray", tmp)
+            with tempfile.TemporaryDirectory(prefix="vtray-", dir="/tmp") as short:
+                run_ray(file, tmp / "ray", Path(short))  # Ray's socket paths stay short
             on_ray = [row.seconds or 0.0 for row in episodes(tmp / "ray")]
             print(f"ray: episodes {statistics.fmean(on_ray):.1f} s each; added per episode "
                   f"over local: {statistics.fmean(on_ray) - statistics.fmean(local):+.1f} s")

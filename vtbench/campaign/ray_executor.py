@@ -14,8 +14,9 @@ What Ray does not do by itself (measured facts in the project's Ray notes), this
   retries are off: the campaign's ledger retries.
 - The episode folder is made in a scratch folder of the node (under its ``$VTBENCH_HOME``)
   and comes back as a tar archive, unpacked into the campaign folder (links that leave the
-  folder, device files and the like are skipped). A scratch folder left by a campaign that
-  died is resumed there by the episode's next attempt on that node.
+  folder, device files and the like are skipped; the snapshot repository is pointed at the
+  workspace where it now lies). A scratch folder left by a campaign that died is resumed
+  there by the episode's next attempt on that node.
 - Nothing leaves the machine: usage statistics are off and their report address is the
   loopback; a private Ray (no ``--address``) runs without its dashboard. ``ray stop`` is
   never called: it kills Ray processes machine-wide, not only ours.
@@ -26,6 +27,7 @@ import io
 import os
 import shutil
 import socket
+import subprocess
 import tarfile
 import time
 from collections.abc import Sequence
@@ -47,9 +49,9 @@ from vtbench.campaign.local import Capacity
 from vtbench.campaign.plan import Plan, PlannedEpisode
 from vtbench.campaign.progress import CampaignProgress
 from vtbench.episode.disk import WorkspaceDisk
-from vtbench.episode.runner import initial_model
 from vtbench.errors import MissingDependency, VtbenchError
 from vtbench.layout import EpisodePaths
+from vtbench.prepare import load_prepared
 from vtbench.tasks import find_task
 
 QUIET_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/"}
@@ -93,7 +95,7 @@ def probe_prepared(task_paths: list[str]) -> dict[str, str | None]:
     found: dict[str, str | None] = {}
     for path in task_paths:
         try:
-            initial_model(find_task(path))
+            load_prepared(find_task(path))
             found[path] = None
         except VtbenchError as err:
             found[path] = err.one_line()
@@ -148,6 +150,17 @@ def unpack(archive: bytes, slot: Path) -> None:
     slot.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
         tar.extractall(slot, filter=safe)
+    for folder in episode_folders(slot):
+        rehome_snapshots(EpisodePaths(folder))
+
+
+def rehome_snapshots(episode: EpisodePaths) -> None:
+    """Point the snapshot repository at the workspace where it now lies: git refuses every
+    command while ``core.worktree`` names the node's scratch folder."""
+    config = episode.snapshots / "config"
+    if config.is_file():
+        subprocess.run(["git", "config", "--file", str(config), "core.worktree",
+                        str(episode.workspace)], check=True, capture_output=True)
 
 
 class RayExecutor:
