@@ -1,7 +1,9 @@
 """The leak audit: before an agent starts, prove its sandbox shows no split data.
 
 Fingerprints are the distinctive strings of the task's test items (inputs and labels) and
-validation labels: every string value of at least ``MIN_LENGTH`` characters that the task
+validation labels: every string value of at least ``MIN_LENGTH`` characters (or, where
+the task's builder defines ``fingerprint_strings(item)``, the strings it names: in BFCL
+most strings are phrases of function documents that many packages share) that the task
 pack's public material (shipped to every workspace) does not already hold. Every file
 visible inside the sandbox is searched for all of them in one Aho-Corasick pass,
 case-insensitively, including the members of ``.gz``, ``.zip`` and wheel files. Compiled
@@ -53,8 +55,9 @@ def fingerprints(task: Task) -> set[str]:
     small output space, e.g. dsl's programs, a label can also be a training completion)."""
     found = set()
     secrets = [*load_split(task, "test"), *({"label": i["label"]} for i in load_split(task, "val"))]
+    named = getattr(task.builder, "fingerprint_strings", strings_in)
     for item in secrets:
-        for text in strings_in(item):
+        for text in named(item):
             if len(text.strip()) >= MIN_LENGTH:
                 found.add(text.strip().lower())
     return found - public_strings(task, found)
