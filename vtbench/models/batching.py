@@ -1,4 +1,4 @@
-"""Batched generation for the model server: many requests, one ``model.generate`` per batch.
+"""Batched generation for the model server: many requests, decoded together as one batch.
 
 One worker thread owns the model. It takes the first waiting request and keeps collecting
 until ``max_batch`` rows wait or ``window_s`` has passed; once it holds as many rows as
@@ -7,7 +7,11 @@ client is not kept waiting). Waiting for as many rows as recent batches held is 
 clients that come back once answered; when answered clients have been seen not to come
 back (no request arrived since the batch before the last one was answered), it waits
 only ``gap_s``, so the last rows of a workload sent all at once do not sit out the window.
-Then it runs one left-padded ``generate`` for all of them.
+Then it decodes all of them together: through a static KV cache and a decoding step captured
+as a CUDA graph (:mod:`vtbench.models.decoding`) where that path serves the model and the
+batch, else, and for any batch with a request for logprobs, through one left-padded
+``generate`` (:mod:`vtbench.models.hf_generate`): the same tokens on a CPU, and on a GPU up
+to rounding at near ties.
 Guarantees:
 
 - a request with ``n`` samples is ``n`` rows; requests with different sampling settings
@@ -17,12 +21,13 @@ Guarantees:
 - greedy rows (temperature 0) see the model's raw logits, so their tokens are those of a
   direct greedy ``generate`` of the same prompt;
 - per-row ``max_tokens``, EOS (unless ``ignore_eos``) and ``stop`` strings end a row; the
-  batch ends when every row has ended, and each row is cut where it ended;
+  batch ends once every row has ended, and each row is cut where it ended;
 - the engine ignores the checkpoint's ``generation_config.json``: decoding is exactly what
   the request asks for;
-- a request submitted with ``on_tokens`` (a stream) gets, after each decoding step, the
+- a request submitted with ``on_tokens`` (a stream) gets, for each decoding step, the
   step's new token of each of its rows that had not ended, from the worker thread, before
-  its future resolves; a listener that raises is dropped, never fails the batch.
+  its future resolves (on a GPU a few steps at a time, one call per step); a listener that
+  raises is dropped, never fails the batch.
 """
 
 import queue
@@ -37,6 +42,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import torch
+
+    from vtbench.models.decoding import Decoder, DecodeRow
 
 FinishReason = Literal["stop", "length"]
 TokenListener = Callable[[list[tuple[int, int]]], None]
@@ -99,6 +106,10 @@ class EngineStats:
     generate_seconds: float = 0.0
     generate_cpu_seconds: float = 0.0
     collect_seconds: float = 0.0
+    static_batches: int = 0
+    """Batches decoded through the static cache (:mod:`vtbench.models.decoding`)."""
+    graph_captures: int = 0
+    capture_seconds: float = 0.0
 
 
 class TextCodec:
@@ -142,10 +153,15 @@ class TextCodec:
 
 
 class BatchEngine:
-    """Owns a model and its tokenizer; :meth:`submit` is safe from any thread."""
+    """Owns a model and its tokenizer; :meth:`submit` is safe from any thread.
+
+    ``static_cache`` False sends every batch through ``generate``; ``decoder`` is a static-
+    cache decoder of the caller's (other budgets or look intervals), else one is made for
+    the model on first use."""
 
     def __init__(self, model: Any, tokenizer: Any, max_batch: int = 64,
-                 window_s: float = 0.1, gap_s: float = 0.005) -> None:
+                 window_s: float = 0.1, gap_s: float = 0.005,
+                 static_cache: bool = True, decoder: "Decoder | None" = None) -> None:
         from transformers import GenerationConfig
 
         self.model, self.tokenizer = model, tokenizer
@@ -164,6 +180,8 @@ class BatchEngine:
         self._answered: deque[float] = deque(maxlen=2)  # when the last batches were answered
         self._last_submit = 0.0
         self._seeds = random.Random()
+        self._static = static_cache  # False: every batch through ``generate``
+        self._decoder = decoder  # None: one made for the model on first use
         self._thread = threading.Thread(target=self._loop, name="batch-engine", daemon=True)
 
     def start(self) -> None:
@@ -260,47 +278,51 @@ class BatchEngine:
                 ticket.future.set_result([c for c in ticket.results if c is not None])
 
     def generate_rows(self, rows: list[_Row]) -> list[Completion]:
-        """One ``generate`` call for ``rows``, each cut where it ended."""
-        import torch
-        from transformers import LogitsProcessorList, StoppingCriteriaList
-
+        """One batch for ``rows``, each cut where it ended: through the static cache where it
+        serves the model and the batch, else (and for logprobs) one ``generate`` call."""
         requests = [row.ticket.request for row in rows]
-        ids, mask = self._left_pad([r.prompt_ids for r in requests])
-        stops = _RowStops(requests, ids.shape[1], self.eos_ids, self.codec, _listeners(rows))
-        processors = LogitsProcessorList()
-        if any(r.temperature > 0 for r in requests):
-            processors.append(_RowSampler(requests, [row.seed for row in rows]))
-        want_logprobs = any(r.logprobs is not None for r in requests)
-        out = self.model.generate(
-            input_ids=ids, attention_mask=mask, do_sample=False, num_beams=1,
-            max_new_tokens=max(r.max_tokens for r in requests), eos_token_id=None,
-            pad_token_id=self.pad_id, logits_processor=processors,
-            stopping_criteria=StoppingCriteriaList([stops]),
-            return_dict_in_generate=True, output_logits=want_logprobs,
-        )
+        ends = _RowEnds(requests, self.codec, _listeners(rows))
+        decode_rows = [_decode_row(row) for row in rows]
+        decoder = self._static_decoder(decode_rows, requests)
+        logits = None
+        if decoder is not None:
+            new = decoder.run(decode_rows, ends)
+            self.stats.static_batches += 1
+            self.stats.graph_captures = decoder.stats.graph_captures
+            self.stats.capture_seconds = decoder.stats.capture_seconds
+        else:
+            new, logits = self._generate(rows, ends)
         self.stats.generate_calls += 1
         self.stats.rows += len(rows)
         self.stats.largest_batch = max(self.stats.largest_batch, len(rows))
-        new = out.sequences[:, ids.shape[1]:].tolist()
-        logits = torch.stack(out.logits, dim=1) if want_logprobs else None
-        return [self._finish(i, request, new[i], stops, logits)
+        return [self._finish(i, request, new[i], ends.ended_at[i], logits)
                 for i, request in enumerate(requests)]
 
-    def _left_pad(self, prompts: list[list[int]]) -> "tuple[torch.Tensor, torch.Tensor]":
-        import torch
+    def _static_decoder(self, rows: "list[DecodeRow]",
+                        requests: list[GenerationRequest]) -> "Decoder | None":
+        """The static-cache decoder if it takes this batch (made on first use)."""
+        from vtbench.models.decoding import Decoder, unsupported
 
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, prompt in enumerate(prompts):
-            if prompt:
-                ids[i, width - len(prompt):] = torch.tensor(prompt)
-                mask[i, width - len(prompt):] = 1
-        return ids.to(self.model.device), mask.to(self.model.device)
+        if not self._static or any(r.logprobs is not None for r in requests):
+            return None
+        if self._decoder is None:
+            if unsupported(self.model) is not None:
+                self._static = False
+                return None
+            self._decoder = Decoder.for_model(self.model, self.eos_ids, self.pad_id)
+        return self._decoder if self._decoder.refusal(rows) is None else None
+
+    def _generate(self, rows: list[_Row],
+                  ends: "_RowEnds") -> "tuple[list[list[int]], torch.Tensor | None]":
+        """The rows' new tokens (and logits, if a row asks for logprobs) from ``generate``."""
+        from vtbench.models.hf_generate import generate_batch
+
+        return generate_batch(self.model, [row.ticket.request for row in rows],
+                              [row.seed for row in rows], self.pad_id, self.eos_ids, ends)
 
     def _finish(self, i: int, request: GenerationRequest, tokens: list[int],
-                stops: "_RowStops", logits: "torch.Tensor | None") -> Completion:
-        ended = stops.ended_at[i] or request.max_tokens
+                ended_at: int | None, logits: "torch.Tensor | None") -> Completion:
+        ended = ended_at or request.max_tokens
         tokens = tokens[:ended]
         reason: FinishReason = "length"
         if not request.ignore_eos and tokens and tokens[-1] in self.eos_ids:
@@ -340,91 +362,59 @@ def _listeners(rows: list[_Row]) -> list[tuple[TokenListener, list[tuple[int, in
     return list(grouped.values())
 
 
-class _RowStops:
-    """Stopping criterion: marks each row ended at its max_tokens, EOS or stop string, and
-    hands each step's tokens to the listeners of streamed rows (it sees every step)."""
+def _decode_row(row: _Row) -> "DecodeRow":
+    from vtbench.models.decoding import DecodeRow
 
-    def __init__(self, requests: list[GenerationRequest], prompt_width: int,
-                 eos_ids: frozenset[int], codec: TextCodec,
+    r = row.ticket.request
+    return DecodeRow(r.prompt_ids, r.max_tokens, r.temperature, r.top_p, row.seed, r.ignore_eos)
+
+
+class _RowEnds:
+    """Where each row ended, told the tokens a few steps at a time: EOS and max_tokens as the
+    decoder saw them, stop strings found here in the text so far; each listener hears each
+    step's tokens of its rows that had not ended before that step."""
+
+    def __init__(self, requests: list[GenerationRequest], codec: TextCodec,
                  listeners: list[tuple[TokenListener, list[tuple[int, int]]]]) -> None:
-        import torch
-
-        self.requests, self.prompt_width, self.codec = requests, prompt_width, codec
-        self.listeners = listeners
+        self.requests, self.codec, self.listeners = requests, codec, listeners
         self.ended_at: list[int | None] = [None] * len(requests)
-        self.max_tokens = torch.tensor([r.max_tokens for r in requests])
-        self.eos = torch.tensor(sorted(eos_ids)) if eos_ids else None
-        self.watch_eos = torch.tensor([not r.ignore_eos for r in requests])
-        self.with_stops = [i for i, r in enumerate(requests) if r.stop]
+        self.texts: dict[int, list[int]] = {i: [] for i, r in enumerate(requests) if r.stop}
 
-    def __call__(self, input_ids: "torch.Tensor", scores: Any, **_: Any) -> "torch.Tensor":
-        import torch
-
-        step = input_ids.shape[1] - self.prompt_width
-        last = input_ids[:, -1].cpu()
-        done = self.max_tokens <= step
-        if self.eos is not None:
-            done |= torch.isin(last, self.eos) & self.watch_eos
-        for i in self.with_stops:
-            if not done[i] and self.ended_at[i] is None:
-                tail = input_ids[i, self.prompt_width:].tolist()
-                text = self.codec.decode(tail)
-                done[i] = _first_stop(text, self.requests[i].stop) is not None
-        for i in torch.nonzero(done).flatten().tolist():
-            if self.ended_at[i] is None:
-                self.ended_at[i] = step
-        if self.listeners:
-            self._tell(step, last.tolist())
-        return done.to(input_ids.device)
-
-    def _tell(self, step: int, last: list[int]) -> None:
-        for listener, rows in list(self.listeners):
-            made = [(index, last[i]) for i, index in rows if self.ended_at[i] in (None, step)]
-            if not made:
+    def absorb(self, first: int, tokens: list[list[int]], ended: list[int | None]) -> None:
+        """Steps ``first + 1 ..``: each row's new tokens and where EOS/max_tokens ended it."""
+        for i, end in enumerate(ended):
+            if self.ended_at[i] is not None:
                 continue
-            try:
-                listener(made)
-            except Exception:  # a gone client's stream must not fail the batch
-                self.listeners.remove((listener, rows))
+            if i in self.texts:
+                self.texts[i].extend(tokens[i])
+                end = self._stop_step(i, first, end or first + len(tokens[i])) or end
+            self.ended_at[i] = end
+        if self.listeners:
+            self._tell(first, tokens)
 
+    def _stop_step(self, i: int, first: int, last: int) -> int | None:
+        """The first step in ``first + 1 .. last`` whose text holds a stop string: looked
+        for in the text at ``last`` (one decode), then step by step once there."""
+        history, stops = self.texts[i], self.requests[i].stop
+        if _first_stop(self.codec.decode(history[:last]), stops) is None:
+            return None
+        return next((step for step in range(first + 1, last + 1)
+                     if _first_stop(self.codec.decode(history[:step]), stops) is not None),
+                    None)
 
-class _RowSampler:
-    """Logits processor that samples each non-greedy row with its own settings and RNG.
-
-    It turns a sampled row's scores into a one-hot choice, so ``generate`` in greedy mode
-    takes exactly the sampled token; greedy rows pass through untouched. The arithmetic
-    runs where the scores are (a GPU's sort of a large vocabulary beats copying it to one
-    CPU thread every step); only the per-row uniform draws come from CPU generators, so a
-    seeded row draws the same numbers on any device, though a GPU's rounding may pick a
-    different token than the CPU's at a near tie.
-    """
-
-    def __init__(self, requests: list[GenerationRequest], seeds: list[int]) -> None:
-        import torch
-
-        self.rows = [i for i, r in enumerate(requests) if r.temperature > 0]
-        self.index = torch.tensor(self.rows)
-        self.temperature = torch.tensor([requests[i].temperature for i in self.rows])
-        self.top_p = torch.tensor([requests[i].top_p for i in self.rows])
-        self.generators = [torch.Generator().manual_seed(seeds[i]) for i in self.rows]
-
-    def __call__(self, input_ids: "torch.Tensor", scores: "torch.Tensor") -> "torch.Tensor":
-        import torch
-
-        device = scores.device
-        index = self.index.to(device)
-        logits = scores[index].float() / self.temperature.to(device)[:, None]
-        probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
-        keep = (probs.cumsum(dim=-1) - probs) < self.top_p.to(device)[:, None]
-        probs = probs * keep
-        cumulative = probs.cumsum(dim=-1)
-        draws = torch.stack([torch.rand((), generator=g) for g in self.generators]).to(device)
-        position = (cumulative < (draws * cumulative[:, -1])[:, None]).sum(dim=-1)
-        chosen = order.gather(1, position.clamp(max=probs.shape[1] - 1)[:, None])[:, 0]
-        scores = scores.clone()
-        scores[index] = float("-inf")
-        scores[index, chosen] = 0.0
-        return scores
+    def _tell(self, first: int, tokens: list[list[int]]) -> None:
+        for listener, rows in list(self.listeners):
+            for offset in range(max(len(line) for line in tokens)):
+                step = first + offset + 1
+                made = [(index, tokens[i][offset]) for i, index in rows
+                        if (self.ended_at[i] or step) >= step]
+                if not made:
+                    break
+                try:
+                    listener(made)
+                except Exception:  # a gone client's stream must not fail the batch
+                    self.listeners.remove((listener, rows))
+                    break
 
 
 def _first_stop(text: str, stops: tuple[str, ...]) -> int | None:
