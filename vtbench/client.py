@@ -4,19 +4,32 @@ research sandbox (episode token) and what the runner uses (operator token).
 Inside a sandbox the grader's unix socket and the episode token come from the environment
 (``VTBENCH_GRADER_SOCKET``, ``VTBENCH_TOKEN``), and so does the moment the runner stops the
 agent (``VTBENCH_DEADLINE``, unix seconds). A refusal arrives as one :class:`GraderError`
-line carrying the grader's public message.
+line carrying the grader's public message. Every answer is parsed into its model of the
+wire contract (:mod:`vtbench.grader.api`), so a change on either side fails here, loudly.
 """
 
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel, TypeAdapter
 
 from vtbench.errors import GraderError, GraderUnavailable, VtbenchError
+from vtbench.grader.api import (
+    CandidateView,
+    EpisodeGrant,
+    EpisodeHistory,
+    EpisodeStatus,
+    MergeResult,
+    SubmissionAck,
+    TestResult,
+    ValidationView,
+)
 
 DEADLINE_ENV = "VTBENCH_DEADLINE"
+Answer = TypeVar("Answer", bound=BaseModel)
 
 
 class NotInEpisode(VtbenchError):
@@ -59,37 +72,44 @@ class GraderClient:
             raise GraderError(f"grader refused {method} {path}: {message or response.status_code}")
         return payload
 
-    def status(self) -> dict[str, Any]:
-        return self.request("GET", "/v1/status")
+    def _answer(self, model: type[Answer], method: str, path: str,
+                body: dict[str, Any] | None = None) -> Answer:
+        return model.model_validate(self.request(method, path, body))
 
-    def validate(self, model: str, harness: str | None = None) -> dict[str, Any]:
-        return self.request("POST", "/v1/validations",
+    def status(self) -> EpisodeStatus:
+        return self._answer(EpisodeStatus, "GET", "/v1/status")
+
+    def validate(self, model: str, harness: str | None = None) -> ValidationView:
+        return self._answer(ValidationView, "POST", "/v1/validations",
                             {"model": model, "harness": harness, "wait": True})
 
-    def validation(self, validation_id: int) -> dict[str, Any]:
-        return self.request("GET", f"/v1/validations/{validation_id}")
+    def validation(self, validation_id: int) -> ValidationView:
+        return self._answer(ValidationView, "GET", f"/v1/validations/{validation_id}")
 
-    def models(self) -> list[dict[str, Any]]:
-        return self.request("GET", "/v1/models")
+    def models(self) -> list[CandidateView]:
+        return TypeAdapter(list[CandidateView]).validate_python(
+            self.request("GET", "/v1/models"))
 
     def merge(self, method: str, models: list[str], weights: list[float], out: str,
-              **options: Any) -> dict[str, Any]:
+              **options: Any) -> MergeResult:
         body = {"method": method, "models": models, "weights": weights, "out": out, **options}
-        return self.request("POST", "/v1/merges", body)
+        return self._answer(MergeResult, "POST", "/v1/merges", body)
 
-    def submit(self, model: str, harness: str | None = None) -> dict[str, Any]:
-        return self.request("POST", "/v1/submission", {"model": model, "harness": harness})
+    def submit(self, model: str, harness: str | None = None) -> SubmissionAck:
+        return self._answer(SubmissionAck, "POST", "/v1/submission",
+                            {"model": model, "harness": harness})
 
-    def create_episode(self, task: str, workspace: Path) -> dict[str, Any]:
-        return self.request("POST", "/v1/operator/episodes",
-                            {"task": task, "workspace": str(workspace)})
+    def create_episode(self, task: str, digest: str, workspace: Path) -> EpisodeGrant:
+        """Operator: an episode on the prepared task ``task`` (id) of pack ``digest``."""
+        return self._answer(EpisodeGrant, "POST", "/v1/operator/episodes",
+                            {"task": task, "digest": digest, "workspace": str(workspace)})
 
-    def finish(self, episode: str) -> dict[str, Any]:
-        return self.request("POST", f"/v1/operator/episodes/{episode}/finish")
+    def finish(self, episode: str) -> TestResult:
+        return self._answer(TestResult, "POST", f"/v1/operator/episodes/{episode}/finish")
 
-    def result(self, episode: str) -> dict[str, Any]:
-        return self.request("GET", f"/v1/operator/episodes/{episode}/result")
+    def result(self, episode: str) -> TestResult:
+        return self._answer(TestResult, "GET", f"/v1/operator/episodes/{episode}/result")
 
-    def history(self, episode: str) -> dict[str, Any]:
+    def history(self, episode: str) -> EpisodeHistory:
         """Validations, submission and candidate lineage of one episode (operator)."""
-        return self.request("GET", f"/v1/operator/episodes/{episode}/history")
+        return self._answer(EpisodeHistory, "GET", f"/v1/operator/episodes/{episode}/history")

@@ -50,8 +50,8 @@ def parse_inventory(csv: str) -> list[Gpu]:
     return gpus
 
 
-def host_gpus() -> list[Gpu]:
-    """The host's NVIDIA GPUs that vtbench may use (none without ``nvidia-smi``)."""
+def inventory() -> list[Gpu]:
+    """Every NVIDIA GPU of the host (none without ``nvidia-smi``)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return []
@@ -60,7 +60,12 @@ def host_gpus() -> list[Gpu]:
                                 capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    gpus = parse_inventory(listed)
+    return parse_inventory(listed)
+
+
+def host_gpus() -> list[Gpu]:
+    """The host's GPUs that vtbench may hand out (:data:`ALLOWED_ENV` restricts them)."""
+    gpus = inventory()
     allowed = os.environ.get(ALLOWED_ENV)
     if allowed is None:
         return gpus

@@ -90,8 +90,10 @@ def test_parallel_trainings_count_once_and_the_time_split_adds_up_to_the_wall_ti
     spent = record.spent
     assert 3.0 <= spent.training_seconds <= 6.0
     assert spent.agent_seconds > 0 and spent.grading_seconds > 0 and spent.runner_seconds > 0
-    total = spent.agent_seconds + spent.training_seconds + spent.grading_seconds
-    assert abs(total + spent.runner_seconds - spent.wall_seconds) <= 0.05 * spent.wall_seconds
+    total = (spent.agent_seconds + spent.training_seconds + spent.grading_seconds
+             + spent.runner_seconds)
+    assert spent.unaccounted_seconds == round(spent.wall_seconds - total, 1)
+    assert abs(spent.unaccounted_seconds) <= 0.05 * spent.wall_seconds
 
 
 def test_the_record_says_what_the_episode_ran_with(

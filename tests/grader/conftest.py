@@ -33,11 +33,8 @@ def small_task(tmp_path: Path) -> Path:
     text = toml.read_text().replace("val = 200", "val = 4").replace("test = 400", "test = 4")
     assert "val = 4" in text and "test = 4" in text
     toml.write_text(text)
-    task = find_task(str(root / "dsl"))
-    ensure_splits(task)
-    book = ScoreBook(task)
-    book.put("initial", "test", 0, INITIAL_TEST)
-    book.put("reference", "test", 0, REFERENCE_TEST)
+    ensure_splits(find_task(str(root / "dsl")))
+    mark_prepared(root / "dsl")
     return root / "dsl"
 
 
@@ -82,8 +79,7 @@ class GraderProcess:
         return self.client(self.operator)
 
     def create_episode(self, task: Path, workspace: Path, validations: int = 5) -> str:
-        body = {"task": str(task), "workspace": str(workspace),
-                "budgets": {"validations": validations, "compute_seconds": 600}}
+        body = episode_body(task, workspace, validations=validations, compute_seconds=600)
         answer = self.operator_client().post("/v1/operator/episodes", json=body)
         assert answer.status_code == 200, answer.text
         return str(answer.json()["token"])
@@ -96,6 +92,37 @@ class GraderProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def mark_prepared(task_dir: Path) -> tuple[str, str]:
+    """What ``prepare`` leaves for a task, without its trainings: the pack's record and
+    digest, an initial model (a random tiny checkpoint) and test scores of the initial and
+    reference systems. Returns the task's id and digest, as the runner sends them."""
+    from vtbench.models.tiny import new_tiny_model, save_checkpoint
+    from vtbench.prepare.digest import forget_stale, recorded_digest
+    from vtbench.prepare.prepare import system_folder
+    from vtbench.prepare.systems import is_complete, model_dir
+
+    task = find_task(str(task_dir))
+    forget_stale(task)
+    initial = model_dir(system_folder(task, "initial"), 0)
+    if not is_complete(initial):
+        save_checkpoint(new_tiny_model(seed=3), initial)
+        initial.with_name(initial.name + ".complete").touch()
+    book = ScoreBook(task)
+    for system, score in (("initial", INITIAL_TEST), ("reference", REFERENCE_TEST)):
+        if book.get(system, "test", 0) is None:
+            book.put(system, "test", 0, score)
+    digest = recorded_digest(task)
+    assert digest is not None
+    return task.id, digest
+
+
+def episode_body(task_dir: Path, workspace: Path, **budgets: float) -> dict[str, object]:
+    """The operator's request for an episode on a task marked prepared."""
+    task, digest = mark_prepared(task_dir)
+    return {"task": task, "digest": digest, "workspace": str(workspace),
+            "budgets": budgets or None}
 
 
 @pytest.fixture

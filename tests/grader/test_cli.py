@@ -4,15 +4,16 @@ import json
 from pathlib import Path
 
 from tests.conftest import run_cli
-from tests.grader.conftest import INITIAL_TEST, GraderProcess
+from tests.grader.conftest import INITIAL_TEST, GraderProcess, mark_prepared
 from vtbench import layout
 from vtbench.grader import EpisodeBudgets, Ledger
 
 
 def test_status_ledger_and_result_show_the_operator_what_happened(small_task: Path) -> None:
+    task, digest = mark_prepared(small_task)
     ledger = Ledger()
-    ledger.create_episode("ep-cli", str(small_task), "hash", EpisodeBudgets(
-        validations=2, compute_seconds=60))
+    ledger.create_episode("ep-cli", task, "hash", EpisodeBudgets(
+        validations=2, compute_seconds=60), task_digest=digest)
     ledger.reserve_validation("ep-cli", {"model_hash": "m", "harness_hash": "pristine"})
 
     status = json.loads(run_cli("grader", "status", "--json", check=True).stdout)

@@ -86,3 +86,27 @@ def test_a_ledger_newer_than_this_vtbench_is_refused_naming_the_fix(tmp_path: Pa
         Ledger(path)
     line = refused.value.one_line()
     assert f"version {SCHEMA_VERSION + 1}" in line and "upgrade vtbench" in line
+
+
+def test_version_two_names_tasks_by_id_and_keeps_the_episodes_of_version_one(
+        tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript(SCHEMA)
+    old.execute("INSERT INTO episodes VALUES ('ep-path', '/srv/vtbench/tasks/arith', 'h1', NULL,"
+                " '{\"validations\": 1, \"compute_seconds\": 9}', 0, 'closed')")
+    old.execute("INSERT INTO episodes VALUES ('ep-id', 'dsl', 'h2', NULL,"
+                " '{\"validations\": 1, \"compute_seconds\": 9}', 0, 'open')")
+    old.execute("PRAGMA user_version = 1")
+    old.commit()
+    old.close()
+    ledger = Ledger(path)
+    try:
+        tasks = {e.id: (e.task, e.task_digest) for e in ledger.episodes()}
+        assert tasks == {"ep-path": ("arith", None), "ep-id": ("dsl", None)}
+        ledger.create_episode("ep-new", "arith", "h3", EpisodeBudgets(
+            validations=1, compute_seconds=9), task_digest="ab" * 32)
+        assert ledger.episode("ep-new").task_digest == "ab" * 32
+    finally:
+        ledger.close()
+    assert user_version(path) == 2

@@ -14,7 +14,6 @@ from tests.grader.conftest import GraderProcess
 from vtbench import layout
 from vtbench.episode.record import Lineage, Validation
 from vtbench.grader.intake import intake
-from vtbench.grader.lineage import LineageRecord
 from vtbench.models.tiny import new_tiny_model, save_checkpoint
 from vtbench.workspace import git, snapshot
 
@@ -62,10 +61,6 @@ def by_name(rows: list[dict]) -> dict[str, list[dict]]:
     for row in rows:
         found.setdefault(row["name"], []).append(row)
     return found
-
-
-def test_lineage_fields_match_the_episode_record() -> None:
-    assert list(LineageRecord.model_fields) == list(Lineage.model_fields)
 
 
 def test_lineage_is_what_the_grader_saw_and_forged_claims_change_nothing(

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.grader.conftest import GraderProcess
+from tests.grader.conftest import GraderProcess, episode_body
 from tests.grader.test_merge import listing, merge_workspace, parents  # noqa: F401 (fixtures)
 from tests.grader.test_service_integrity import stored_trees
 from vtbench import layout
@@ -45,8 +45,8 @@ def test_the_store_quota_bounds_what_a_merge_takes_in(
 ) -> None:
     grader.start()
     size = sum(f.stat().st_size for f in (merge_workspace / "models" / "a").iterdir())
-    body = {"task": str(minimal_task), "workspace": str(merge_workspace),
-            "budgets": {"validations": 5, "compute_seconds": 600, "store_bytes": size * 3 // 2}}
+    body = episode_body(minimal_task, merge_workspace, validations=5, compute_seconds=600,
+                        store_bytes=size * 3 // 2)
     grant = grader.operator_client().post("/v1/operator/episodes", json=body).json()
     agent = grader.client(grant["token"])
     before = listing(merge_workspace)

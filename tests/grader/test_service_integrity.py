@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.grader.conftest import GraderProcess
+from tests.grader.conftest import GraderProcess, episode_body
 from vtbench import layout
 from vtbench.grader import Ledger
 
@@ -82,8 +82,8 @@ def test_an_intake_quota_bounds_what_one_episode_stores(
 ) -> None:
     grader.start()
     size = sum(f.stat().st_size for f in (workspace / "models" / "good").iterdir())
-    body = {"task": str(small_task), "workspace": str(workspace),
-            "budgets": {"validations": 5, "compute_seconds": 600, "store_bytes": size * 3 // 2}}
+    body = episode_body(small_task, workspace, validations=5, compute_seconds=600,
+                        store_bytes=size * 3 // 2)
     grant = grader.operator_client().post("/v1/operator/episodes", json=body).json()
     agent = grader.client(grant["token"])
     first = agent.post("/v1/submission", json={"model": variant(workspace, 0)})
@@ -175,8 +175,7 @@ def test_parallel_validations_never_spend_more_grader_seconds_than_the_budget(
     grader: GraderProcess, small_task: Path, workspace: Path
 ) -> None:
     grader.start()
-    body = {"task": str(small_task), "workspace": str(workspace),
-            "budgets": {"validations": 5, "compute_seconds": 1.0}}
+    body = episode_body(small_task, workspace, validations=5, compute_seconds=1.0)
     token = grader.operator_client().post("/v1/operator/episodes", json=body).json()["token"]
     names = [variant(workspace, index) for index in range(3)]
 

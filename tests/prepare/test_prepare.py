@@ -4,9 +4,8 @@ import pytest
 
 from tests.episode.conftest import quick_copy, substitute
 from vtbench import layout
-from vtbench.episode.runner import initial_model
 from vtbench.errors import NotPrepared
-from vtbench.prepare import prepare_task, prepare_tasks, task_scores
+from vtbench.prepare import load_prepared, prepare_task, prepare_tasks, task_scores
 from vtbench.prepare.systems import TrainingFailed
 from vtbench.tasks import load_task
 
@@ -96,13 +95,13 @@ def test_a_changed_task_is_prepared_again_and_a_stale_one_is_refused(
     config.write_text(config.read_text().replace("steps = 2", "steps = 1"))
     assert first["current"] and not task_scores(task)["current"]
     with pytest.raises(NotPrepared, match="changed since it was prepared"):
-        initial_model(task)
+        load_prepared(task)
     lines: list[str] = []
     again = prepare_task(task, report=lambda job, line: lines.append(line))
     assert any("changed since it was prepared" in line for line in lines)
     assert any("step 1/1" in line for line in lines)
     assert set(again) == set(first)
-    assert initial_model(task).is_dir()
+    assert load_prepared(task).initial_model.is_dir()
 
 
 def quick_arith_and_long_toolcalc(root: Path) -> tuple[Path, Path]:

@@ -57,7 +57,7 @@ class Researcher:
             apply_reference(self.task, WORKSPACE, components=("harness",))
             board.validate(best, harness=self.harness)
         merged = self.client.merge("linear", models, [0.5, 0.5], "models/merged")
-        say(f"merged {models} into {merged['model']}")
+        say(f"merged {models} into {merged.model}")
         board.validate("models/merged", harness=self.harness)
         board.submit_best("done")
 

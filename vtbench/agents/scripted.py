@@ -80,7 +80,7 @@ class BestSoFar:
     def validate(self, model: str, harness: str | None = None) -> float:
         """The validation score (minus infinity when the validation failed)."""
         result = self.client.validate(model, harness=harness)
-        score = result.get("score")
+        score = result.score
         self.say(f"validated {model} (harness {harness or 'initial'}): {score}")
         if score is not None:
             with self.lock:

@@ -24,10 +24,9 @@ from vtbench.campaign.folder import CampaignFolder
 from vtbench.campaign.plan import Plan, PlannedEpisode
 from vtbench.campaign.progress import CampaignProgress
 from vtbench.episode.grader_process import running_grader
-from vtbench.episode.provenance import gpu_names
-from vtbench.episode.runner import initial_model
 from vtbench.errors import NotPrepared
-from vtbench.prepare import prepare_task
+from vtbench.gpus import host_gpus
+from vtbench.prepare import load_prepared, prepare_task
 from vtbench.tasks import find_task
 
 CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"),
@@ -57,7 +56,7 @@ class Capacity:
 
     @classmethod
     def of_host(cls) -> "Capacity":
-        return cls(cpus=len(os.sched_getaffinity(0)), gpus=len(gpu_names()),
+        return cls(cpus=len(os.sched_getaffinity(0)), gpus=len(host_gpus()),
                    memory_gb=host_memory_gb())
 
     def fits(self, running: Sequence[PlannedEpisode], episode: PlannedEpisode) -> bool:
@@ -80,7 +79,7 @@ def prepare_missing(tasks: Sequence[str], sandbox: str, progress: CampaignProgre
     for path in tasks:
         task = find_task(path)
         try:
-            initial_model(task)
+            load_prepared(task)
             continue
         except NotPrepared as err:
             progress.line(f"{err}: preparing it (once, before its episodes)")

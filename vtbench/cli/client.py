@@ -1,5 +1,6 @@
 """The commands an agent uses inside its sandbox: status, validate, models, merge, submit."""
 
+import os
 from typing import Annotated
 
 import typer
@@ -16,22 +17,26 @@ WORKSPACE_HARNESS = "harness"
 
 
 def client() -> "GraderClient":
-
     return GraderClient.from_environment()
 
 
 def status(as_json: JsonFlag = False) -> None:
     """Remaining time, budget and validations of this episode."""
-    answer = {**client().status(), "seconds_left": seconds_left()}
+    status, left, gpus = client().status(), seconds_left(), episode_gpus()
     if as_json:
-        print_json(answer)
+        print_json({**status.model_dump(mode="json"), "seconds_left": left, "gpus": gpus})
         return
-    time_left = ("" if answer["seconds_left"] is None
-                 else f"{answer['seconds_left'] / 60:.1f} minutes, ")
-    console.print(f"episode {answer['episode']} ({answer['task']}): {time_left}"
-                  f"{answer['validations_left']} validations and "
-                  f"{answer['compute_seconds_left']:.0f} grader seconds left; "
-                  f"submitted: {answer['submitted']}")
+    time_left = "" if left is None else f"{left / 60:.1f} minutes, "
+    console.print(f"episode {status.episode} ({status.task}): {time_left}"
+                  f"{status.validations_left} validations and "
+                  f"{status.compute_seconds_left:.0f} grader seconds left; "
+                  f"GPUs: {', '.join(gpus) or 'none'}; submitted: {status.submitted}")
+
+
+def episode_gpus() -> list[str]:
+    """The GPUs this sandbox was given (``CUDA_VISIBLE_DEVICES``; none when unset or empty)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return [index for index in visible.split(",") if index.strip()]
 
 
 def validate(
@@ -42,24 +47,23 @@ def validate(
     """Score a candidate on the validation split (spends one validation)."""
     answer = client().validate(model, harness)
     if as_json:
-        print_json(answer)
+        print_json(answer.model_dump(mode="json"))
         return
-    if answer.get("error"):
-        console.print(f"validation {answer.get('id')} failed: {answer['error']}")
+    if answer.error:
+        console.print(f"validation {answer.id} failed: {answer.error}")
         return
-    console.print(f"validation {answer.get('id')}: {model} scored {answer.get('score')} "
-                  f"({answer.get('state')}; --json shows every instance)")
+    console.print(f"validation {answer.id}: {model} scored {answer.score} "
+                  f"({answer.state}; --json shows every instance)")
 
 
 def models(as_json: JsonFlag = False) -> None:
     """Candidates seen by the grader, with their lineage."""
     answer = client().models()
     if as_json:
-        print_json(answer)
+        print_json([candidate.model_dump(mode="json") for candidate in answer])
         return
     print_table("candidates", ["name", "origin", "parents", "best validation"],
-                [[m["name"], m["origin"], ", ".join(m.get("parents", [])),
-                  m.get("best_score")] for m in answer])
+                [[m.name, m.origin, ", ".join(m.parents), m.best_score] for m in answer])
 
 
 def merge(
@@ -75,9 +79,9 @@ def merge(
     chosen = weights or [1.0 / len(models_)] * len(models_)
     answer = client().merge(method, models_, chosen, out)
     if as_json:
-        print_json(answer)
+        print_json(answer.model_dump(mode="json"))
         return
-    console.print(f"merged {', '.join(models_)} into {answer['model']} ({method})")
+    console.print(f"merged {', '.join(models_)} into {answer.model} ({answer.method})")
 
 
 def submit(
@@ -88,6 +92,6 @@ def submit(
     """Submit the final system (once); it is scored on the hidden test split later."""
     answer = client().submit(model, harness)
     if as_json:
-        print_json(answer)
+        print_json(answer.model_dump(mode="json"))
         return
     console.print(f"submitted {model}; the test score is not shown during the episode")

@@ -76,7 +76,7 @@ def _ledger_status() -> dict[str, Any]:
 
     ledger = Ledger()
     try:
-        return operator_status(ledger)
+        return operator_status(ledger).model_dump(mode="json")
     finally:
         ledger.close()
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from vtbench import layout
 from vtbench.episode.record import Hardware, Provenance
-from vtbench.prepare.digest import pack_digest
+from vtbench.gpus import inventory
+from vtbench.prepare import PreparedTask
 from vtbench.sandbox import cgroup_limits, weak_limits_allowed
-from vtbench.tasks.registry import Task
 
 
 def vtbench_version() -> str | None:
@@ -55,26 +55,14 @@ def cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def gpu_names() -> list[str]:
-    """The host's GPUs as nvidia-smi names them; none without nvidia-smi."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
-    try:
-        done = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30, check=False)
-    except subprocess.TimeoutExpired:
-        return []
-    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
-
-
 def hardware() -> Hardware:
-    return Hardware(cpu_model=cpu_model(), cpu_cores=os.cpu_count() or 0, gpus=gpu_names())
+    return Hardware(cpu_model=cpu_model(), cpu_cores=os.cpu_count() or 0,
+                    gpus=[gpu.name for gpu in inventory()])
 
 
-def provenance(task: Task, sandbox: str) -> Provenance:
+def provenance(prepared: PreparedTask, sandbox: str) -> Provenance:
     limits = cgroup_limits()
     return Provenance(vtbench_version=vtbench_version(), vtbench_commit=vtbench_commit(),
-                      task_digest=pack_digest(task), sandbox=sandbox, hardware=hardware(),
+                      task_digest=prepared.digest, sandbox=sandbox, hardware=hardware(),
                       sandbox_limits=limits.mode, sandbox_limits_detail=limits.describe(),
                       weak_limits_allowed=weak_limits_allowed())

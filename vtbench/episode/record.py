@@ -1,6 +1,8 @@
 """The typed, versioned record every episode writes; reports and analysis read only these.
 
-``episode.json`` in the episode's output folder holds one :class:`EpisodeRecord`. The
+``episode.json`` in the episode's output folder holds one :class:`EpisodeRecord`. Its
+validations, submission and candidate lineage are the grader's own answer
+(:class:`vtbench.grader.api.EpisodeHistory`), kept in the models of the wire contract. The
 workspace's git history (``workspace/.git``) holds the snapshots the record names by
 commit. A record can be rebuilt into a report without any other state.
 """
@@ -9,57 +11,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vtbench.grader.api import LineageRecord as Lineage
+from vtbench.grader.api import SubmissionRecord as Submission
+from vtbench.grader.api import ValidationRecord as Validation
+
 SCHEMA_VERSION: Literal[1] = 1
+__all__ = ["BudgetSpent", "EpisodeRecord", "Hardware", "Lineage", "LlmUsage", "Provenance",
+           "Submission", "Validation"]
 
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class Lineage(Record):
-    """How a candidate came to be."""
-
-    name: str
-    """Workspace-relative folder, e.g. ``models/tuned-a`` (as in ``Validation.candidate``)."""
-    origin: Literal["initial", "trained", "merged", "reused"]
-    snapshot: str | None = None
-    """Workspace commit current when the candidate was made (trained) or first used."""
-    parents: list[str] = Field(default_factory=list)
-    """Candidates this one was merged from, or the one it reuses."""
-    method: str | None = None
-    """Merge method (merged), or the training command (trained)."""
-    weights: list[float] = Field(default_factory=list)
-    """Merge weights, one per parent."""
-    data_hash: str | None = None
-    trainer_hash: str | None = None
-    model_hash: str | None = None
-
-
-class Validation(Record):
-    index: int
-    """1-based order of the validation within the episode."""
-    elapsed_seconds: float
-    """Seconds since the agent started."""
-    snapshot: str
-    """Workspace commit taken for this validation."""
-    candidate: str
-    model_hash: str
-    harness_hash: str
-    score: float | None
-    """Validation score; None when the validation failed."""
-    error: str | None = None
-    cached: bool = False
-    charged: bool = True
-    """Whether it spent a validation credit."""
-    compute_seconds: float = 0.0
-
-
-class Submission(Record):
-    candidate: str
-    snapshot: str
-    model_hash: str
-    harness_hash: str
-    elapsed_seconds: float
 
 
 class LlmUsage(Record):
@@ -82,8 +44,11 @@ class BudgetSpent(Record):
     grading_seconds: float = 0.0
     """Wall seconds a validation of the episode was pending, plus the test scoring."""
     runner_seconds: float = 0.0
-    """The runner's own wall seconds: grader set-up, leak audit, stopping, the record.
-    ``agent + training + grading + runner`` is ``wall_seconds``."""
+    """The runner's own wall seconds, measured: set-up until the agent starts (workspace,
+    grader, leak audit, gateway), stopping the agent and writing the record."""
+    unaccounted_seconds: float = 0.0
+    """``wall_seconds`` less the four parts above: time no part saw (a runner that died
+    before ``--resume``), and rounding."""
     grader_compute_seconds: float = 0.0
     validations: int = 0
 
@@ -145,6 +110,9 @@ class EpisodeRecord(Record):
     spent: BudgetSpent = Field(default_factory=BudgetSpent)
     llm: LlmUsage = Field(default_factory=LlmUsage)
     provenance: Provenance = Field(default_factory=Provenance)
+    gpus: list[str] = Field(default_factory=list)
+    """The GPUs the research sandbox held (``index: name``), from the host's allocator;
+    empty where the task asks for none."""
     workspace: str = "workspace"
     """Path of the workspace git repository, relative to the record's folder."""
 

@@ -35,17 +35,15 @@ from vtbench.episode.grader_process import grader_log, running_grader
 from vtbench.episode.leak_audit import audit
 from vtbench.episode.plumbing import output_pipe, relayed_sockets
 from vtbench.episode.provenance import provenance
-from vtbench.episode.record import EpisodeRecord, Lineage, Submission, Validation
+from vtbench.episode.record import EpisodeRecord
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
 from vtbench.episode.timesplit import TimeSplit, close
-from vtbench.errors import NotPrepared, VtbenchError
+from vtbench.errors import VtbenchError
+from vtbench.gpus import GpuAllocator
 from vtbench.grader.tokens import operator_token
 from vtbench.layout import EpisodePaths
 from vtbench.models.base import resolve_base
-from vtbench.prepare import score_summary
-from vtbench.prepare.digest import is_current
-from vtbench.prepare.prepare import system_folder
-from vtbench.prepare.systems import is_complete, model_dir
+from vtbench.prepare import PreparedTask, load_prepared, prepared_by_id
 from vtbench.sandbox import SandboxProcess, get_sandbox, prepare_writable
 from vtbench.tasks import find_task
 from vtbench.tasks.registry import Task
@@ -73,20 +71,10 @@ class RunOptions:
     """The operator's LLM gateway file (LLM agents); default ``$VTBENCH_GATEWAY_CONFIG``."""
 
 
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def initial_model(task: Task) -> Path:
-    model = model_dir(system_folder(task, "initial"), 0)
-    scores = score_summary(task)
-    if not is_complete(model) or scores["initial"]["test"] is None:
-        raise NotPrepared(f"task {task.id!r} is not prepared",
-                          hint=f"run: vtbench prepare --task {task.id}")
-    if not is_current(task):
-        raise NotPrepared(f"task {task.id!r} changed since it was prepared",
-                          hint=f"run: vtbench prepare --task {task.id}")
-    return model
+def now(at: float | None = None) -> str:
+    """ISO-8601 UTC, to the millisecond (the record's times give its wall time)."""
+    moment = datetime.now(UTC) if at is None else datetime.fromtimestamp(at, UTC)
+    return moment.isoformat(timespec="milliseconds")
 
 
 class Episode(EpisodePaths):
@@ -105,28 +93,27 @@ class Episode(EpisodePaths):
         return json.loads(self.runner_state.read_text())
 
 
-def start_episode(options: RunOptions, events: Events) -> tuple[Episode, EpisodeRecord]:
-    task = find_task(options.task)
+def start_episode(prepared: PreparedTask, options: RunOptions, events: Events,
+                  began: float) -> tuple[Episode, EpisodeRecord]:
+    task = prepared.task
     agent = get_agent(options.agent)
     if agent.needs_gateway:
         config_path(options.gateway_config, agent.name)
-    model = initial_model(task)
-    scores = score_summary(task)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     slug = options.agent.replace("command:", "command-").replace("/", "_").replace(" ", "_")[:40]
     episode = Episode(options.out.resolve() / f"{task.id}-{slug}-s{options.seed}-{stamp}")
     episode.folder.mkdir(parents=True)
     limit_disk(episode, task, events)
     create_workspace(task, episode.workspace, episode.snapshots,
-                     resolve_base(task.spec.base_model), model)
+                     resolve_base(task.spec.base_model), prepared.initial_model)
     budget = options.budget_minutes or task.spec.budgets.wall_clock_minutes
     record = EpisodeRecord(
         episode_id=episode.folder.name, task=task.id, agent=options.agent, seed=options.seed,
-        budget_minutes=budget, started_at=now(), initial_val=scores["initial"]["val"],
-        initial_test=scores["initial"]["test"], reference_test=scores["reference"]["test"],
+        budget_minutes=budget, started_at=now(began), initial_val=prepared.initial_val,
+        initial_test=prepared.initial_test, reference_test=prepared.reference_test,
         model=options.model if agent.needs_gateway else None,
         reasoning_effort=options.reasoning_effort if agent.needs_gateway else None,
-        provenance=provenance(task, options.sandbox))
+        provenance=provenance(prepared, options.sandbox))
     episode.save(record)
     events(f"workspace ready: {episode.workspace}")
     return episode, record
@@ -143,30 +130,39 @@ def limit_disk(episode: Episode, task: Task, events: Events) -> None:
                f"{resources.max_file_gb:g} GB are cut off")
 
 
-def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, grader: Path,
-              gateway: Path | None, options: RunOptions, events: Events) -> str:
-    """Run the agent in its sandbox until it exits, submits or reaches the deadline."""
+def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient,
+              sockets: dict[str, Path], options: RunOptions, events: Events,
+              began: float) -> tuple[str, float]:
+    """Run the agent in its sandbox, on the task's GPUs, until it exits, submits or
+    reaches the deadline; returns why it stopped and when its last interval ended.
+    ``sockets``: the grader's and, for LLM agents, the gateway's; ``began``: when this
+    runner started (its set-up until the agent starts is its own time)."""
     state = episode.state()
-    task, agent = find_task(state["task_path"]), get_agent(record.agent)
+    task, agent = find_prepared(state).task, get_agent(record.agent)
     elapsed = time.time() - datetime.fromisoformat(record.started_at).timestamp()
     remaining = record.budget_minutes * 60 - elapsed
     if remaining <= 0:
-        return "deadline"
+        return "deadline", time.time()
     context = AgentContext(task=task.id, seed=record.seed, budget_minutes=record.budget_minutes,
                            prompt=PROMPT, model=options.model,
                            reasoning_effort=options.reasoning_effort,
-                           gateway_url=f"http://127.0.0.1:{GATEWAY_PORT}" if gateway else None)
+                           gateway_url=f"http://127.0.0.1:{GATEWAY_PORT}"
+                           if "gateway" in sockets else None)
     prepare_writable(episode.workspace)
-    sockets = {"grader": grader, **({"gateway": gateway} if gateway else {})}
-    with relayed_sockets(sockets) as relayed, output_pipe(episode.agent_log) as output:
+    gpus = GpuAllocator().hold(task.spec.resources.gpus, f"episode {record.episode_id}")
+    with gpus as held, relayed_sockets(sockets) as relayed, \
+            output_pipe(episode.agent_log) as output:
+        record.gpus = [f"{gpu.index}: {gpu.name}" for gpu in held]
         spec = research_spec(task, agent, episode.workspace, relayed["grader"], state["token"],
                              remaining, gateway_socket=relayed.get("gateway"),
                              extra_env=agent.environment(context))
-        spec = spec.model_copy(update={"mounts": [*spec.mounts, *runtime_mounts(agent)]})
+        spec = spec.model_copy(update={"mounts": [*spec.mounts, *runtime_mounts(agent)],
+                                       "gpus": [gpu.index for gpu in held]})
         events("leak audit of everything the agent will see")
         audit(task, [mount.source for mount in spec.mounts])
         deadline = {DEADLINE_ENV: str(int(time.time() + remaining))}
         spec = spec.model_copy(update={"env": {**spec.env, **deadline}})
+        record.spent.runner_seconds += time.time() - began
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
                                                      stdout=output, stderr=output)
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
@@ -174,46 +170,47 @@ def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient, gra
 
 
 def watch(process: SandboxProcess, client: GraderClient, episode_id: str,
-          record: EpisodeRecord, events: Events) -> str:
-    """Follow the agent until it exits, submits (then stop it) or reaches the deadline."""
+          record: EpisodeRecord, events: Events) -> tuple[str, float]:
+    """Follow the agent until it exits, submits (then stop it) or reaches the deadline;
+    returns why, and when the agent's last counted interval ended."""
     seen, split = 0, TimeSplit(process.pid, record.spent)
     while process.poll() is None:
         time.sleep(1.0)
-        status = client.request("GET", f"/v1/operator/episodes/{episode_id}/history")
-        settled = [v for v in status["validations"]
-                   if v["score"] is not None or v["error"] is not None]
+        history = client.history(episode_id)
+        settled = [v for v in history.validations if v.score is not None or v.error is not None]
         for validation in settled[seen:]:
-            outcome = validation["score"] if validation["error"] is None else "failed"
-            events(f"validation {validation['index']}: {validation['candidate']} "
-                   f"-> {outcome}")
+            outcome = validation.score if validation.error is None else "failed"
+            events(f"validation {validation.index}: {validation.candidate} -> {outcome}")
         seen = len(settled)
-        split.tick(grading=len(settled) < len(status["validations"]))
-        if status["submission"] is not None:
+        split.tick(grading=len(settled) < len(history.validations))
+        if history.submission is not None:
             events("submission recorded; stopping the agent")
             process.kill_tree()
-            return "submitted"
+            return "submitted", split.last
+    split.tick(grading=False)
     if process.killed_by_limit == "wall_seconds":
-        return "deadline"
-    return "agent_exited"
+        return "deadline", split.last
+    return "agent_exited", split.last
 
 
 def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
-             stop_reason: str) -> EpisodeRecord:
-    """Score the submission on test (grader side) and complete the record."""
+             stop_reason: str, agent_ended: float) -> EpisodeRecord:
+    """Score the submission on test (grader side) and complete the record; the runner's
+    time from ``agent_ended`` on is its own, but for the test scoring."""
     state = episode.state()
-    scoring = time.monotonic()
+    scoring = time.time()
     result = client.finish(state["episode"])
-    record.spent.grading_seconds += time.monotonic() - scoring
+    record.spent.grading_seconds += time.time() - scoring
+    record.spent.runner_seconds -= time.time() - scoring
     history = client.history(state["episode"])
     started = datetime.fromisoformat(record.started_at).timestamp()
-    record.validations = [Validation.model_validate(v) for v in history["validations"]]
-    record.submission = (Submission.model_validate(history["submission"])
-                         if history["submission"] else None)
-    record.candidates = [Lineage.model_validate(c) for c in history["candidates"]]
+    record.validations, record.submission = history.validations, history.submission
+    record.candidates = history.candidates
     record.submitted = record.submission is not None
-    record.final_test = result["test_score"] if record.submitted else record.initial_test
-    record.gain = result["gain"] if record.submitted else 0.0
-    record.normalized_gain = result["normalised_gain"] if record.submitted else 0.0
+    record.final_test = result.test_score if record.submitted else record.initial_test
+    record.gain = result.gain if record.submitted else 0.0
+    record.normalized_gain = result.normalised_gain if record.submitted else 0.0
+    record.spent.runner_seconds += time.time() - agent_ended
     close(record.spent, time.time() - started)
     record.spent.validations = record.validations_used
     record.spent.grader_compute_seconds = round(
@@ -226,44 +223,57 @@ def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
 
 def run_episode(options: RunOptions, events: Events = lambda line: None,
                 resume: Path | None = None) -> tuple[EpisodeRecord, Path]:
-    """Run (or resume) one episode; returns the finished record and its path."""
+    """Run (or resume) one episode; returns the finished record and its path. The task is
+    resolved and checked against its preparation once, here."""
+    began = time.time()
     if resume is not None:
         episode = Episode(resume.resolve())
         record = episode.load()
         if record.status == "finished":
             WorkspaceDisk(episode.workspace).settle()
             return record, episode.record
+        prepared = None
     else:
-        episode, record = start_episode(options, events)
+        prepared = load_prepared(find_task(options.task))
+        episode, record = start_episode(prepared, options, events, began)
     disk = WorkspaceDisk(episode.workspace)
     try:
         disk.attach()
-        record = run_started(episode, record, options, events)
+        record = run_started(episode, record, options, events, began, prepared)
         disk.settle()
     finally:
         disk.detach()
     return record, episode.record
 
 
+def find_prepared(state: dict[str, Any]) -> PreparedTask:
+    """The episode's task from the runner's state: its id and the digest it started with."""
+    return prepared_by_id(state["task"], state["digest"])
+
+
 def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
-                events: Events) -> EpisodeRecord:
-    """From the grader's episode to the finished record."""
+                events: Events, began: float,
+                prepared: PreparedTask | None = None) -> EpisodeRecord:
+    """From the grader's episode to the finished record (``prepared``: the task, None when
+    resuming an episode whose state names it)."""
     with running_grader(options.sandbox) as grader:
         events(f"grader log: {grader_log()}")
         client = GraderClient(grader, operator_token())
         if not episode.runner_state.exists():
-            task_path = str(find_task(options.task).root)
-            grant = client.create_episode(task_path, episode.workspace)
-            episode.save_state({"episode": grant["episode"], "token": grant["token"],
-                                "task_path": task_path})
-        agent, task = get_agent(record.agent), find_task(episode.state()["task_path"])
+            assert prepared is not None, "a new episode has its prepared task"
+            grant = client.create_episode(prepared.id, prepared.digest, episode.workspace)
+            episode.save_state({"episode": grant.episode, "token": grant.token,
+                                "task": prepared.id, "digest": prepared.digest})
+        agent, task = get_agent(record.agent), find_prepared(episode.state()).task
         try:
             with episode_gateway(agent.needs_gateway, options.gateway_config, agent.name,
                                  record.episode_id, task.spec.budgets, episode.folder) as gateway:
-                reason = run_agent(episode, record, client, grader, gateway, options, events)
+                sockets = {"grader": grader, **({"gateway": gateway} if gateway else {})}
+                reason, agent_ended = run_agent(episode, record, client, sockets, options,
+                                                events, began)
         except VtbenchError:
             record.status = "failed"
             episode.save(record)
             raise
         events(f"agent stopped ({reason}); scoring the submission on the hidden test split")
-        return finalize(episode, record, client, reason)
+        return finalize(episode, record, client, reason, agent_ended)

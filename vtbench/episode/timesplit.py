@@ -13,9 +13,12 @@ a second while the agent runs, two facts it can see for itself:
 Each interval between samples is counted once, as grading if a validation was pending,
 else training if a trainer ran, else agent time; so parallel trainings count as the wall
 time they took, not the sum of their durations. A trainer the agent runs from elsewhere
-(a copy under ``/tmp``) counts as agent time. The runner adds its own spans (workspace and
-grader set-up, the leak audit, stopping the agent, writing the record) and the test
-scoring, so that agent + training + grading + runner = wall time.
+(a copy under ``/tmp``) counts as agent time. The runner measures its own spans (workspace
+and grader set-up, the leak audit, the gateway, until the agent starts; stopping the
+agent and writing the record after its last sample) and the test scoring as grading.
+Nothing is derived from the others: what the four parts leave of the wall time is
+``unaccounted_seconds`` (a runner that died before ``--resume``, rounding), so that their
+sum matching the wall time is a measurement, not a definition.
 """
 
 import os
@@ -85,11 +88,12 @@ class TimeSplit:
 
     def __init__(self, root: int, spent: BudgetSpent) -> None:
         self.root, self.spent = root, spent
-        self.last = time.monotonic()
+        self.last = time.time()
+        """When the last interval counted ended (wall clock)."""
 
     def tick(self, grading: bool) -> None:
         """Count the time since the last tick by what is happening now."""
-        now = time.monotonic()
+        now = time.time()
         seconds, self.last = now - self.last, now
         if grading:
             self.spent.grading_seconds += seconds
@@ -100,10 +104,10 @@ class TimeSplit:
 
 
 def close(spent: BudgetSpent, wall_seconds: float) -> None:
-    """Round the split and give the runner what the agent's run and grading did not use."""
-    parts = ("agent_seconds", "training_seconds", "grading_seconds")
-    remainder = wall_seconds - sum(getattr(spent, part) for part in parts)
+    """Round the split and say what its four parts leave of the wall time."""
+    parts = ("agent_seconds", "training_seconds", "grading_seconds", "runner_seconds")
+    spent.unaccounted_seconds = round(
+        wall_seconds - sum(getattr(spent, part) for part in parts), 1)
     spent.wall_seconds = round(wall_seconds, 1)
     for part in parts:
         setattr(spent, part, round(getattr(spent, part), 1))
-    spent.runner_seconds = round(max(0.0, remainder), 1)

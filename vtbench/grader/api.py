@@ -1,17 +1,107 @@
-"""The grader's wire contract: the bodies its routes answer with.
+"""The grader's wire contract: the body of every request its routes take and every answer
+they give.
 
 The FastAPI app (:mod:`vtbench.grader.app`) declares its routes with these models, so the
-OpenAPI document names them. This module imports nothing from the grader's own layer:
-the client side may import it too.
+OpenAPI document names them; the client (:mod:`vtbench.client`) parses its answers into
+them; the episode record (:mod:`vtbench.episode.record`) keeps an episode's history in
+them. This module imports nothing from the grader's own layer: the client side may import
+it too. Every model forbids unknown keys, so a field renamed on one side fails loudly.
 """
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+Method = Literal["linear", "slerp", "ties", "dare_ties", "task_arithmetic"]
+NEEDS_BASE = ("ties", "dare_ties", "task_arithmetic")
+DEFAULT_BASE = "models/base"
+DEFAULT_DENSITY = 0.5
+DEFAULT_STORE_BYTES = 256 * 2**30
+"""Four of the largest candidates intake accepts."""
 
 
 class View(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+# --- requests ------------------------------------------------------------------------
+
+
+class CandidateRequest(View):
+    """The body of ``POST /v1/submission``."""
+
+    model: str = Field(min_length=1, max_length=500)
+    """Model directory, relative to the workspace (e.g. ``models/a``)."""
+    harness: str | None = Field(None, min_length=1, max_length=500)
+    """Harness directory, relative to the workspace; ignored where the harness is fixed."""
+
+
+class ValidateRequest(CandidateRequest):
+    """The body of ``POST /v1/validations``."""
+
+    wait: bool = True
+    """Answer when the validation has settled (else at once, with its id, as 202)."""
+
+
+class EpisodeBudgets(View):
+    validations: int = Field(ge=0)
+    """Validation credits the episode starts with."""
+    compute_seconds: float = Field(gt=0)
+    """Grader compute seconds (GPU-seconds where a GPU evaluates) its validations may spend."""
+    store_bytes: int = Field(DEFAULT_STORE_BYTES, ge=0)
+    """Bytes the episode's candidates may hold in the grader's candidate store."""
+
+
+class CreateEpisodeRequest(View):
+    """The body of ``POST /v1/operator/episodes``."""
+
+    task: str = Field(min_length=1, max_length=200)
+    """The task's id, as prepared in the private store."""
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """The pack digest the runner checked (:class:`vtbench.prepare.PreparedTask`)."""
+    workspace: str = Field(min_length=1, max_length=4000)
+    budgets: EpisodeBudgets | None = None
+    """Default: the task's own budgets."""
+
+
+class MergeRequest(View):
+    """The body of ``POST /v1/merges``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+    method: Method
+    models: list[str] = Field(min_length=1, max_length=8)
+    """Candidate folders to merge, e.g. ``models/a``."""
+    weights: list[float] = Field(min_length=1, max_length=8)
+    """One weight per model."""
+    out: str = Field(min_length=1, max_length=200)
+    """The new folder to write, ``models/<name>``; it must not exist."""
+    base: str | None = Field(None, min_length=1, max_length=200)
+    """Base model of task_arithmetic, ties and dare_ties (default ``models/base``)."""
+    density: float | None = Field(None, gt=0, le=1)
+    """Share of each task vector kept by ties and dare_ties (default 0.5)."""
+    t: float | None = Field(None, ge=0, le=1)
+    """slerp position from the first model (0) to the second (1)."""
+
+    @property
+    def base_model(self) -> str | None:
+        return (self.base or DEFAULT_BASE) if self.method in NEEDS_BASE else None
+
+    def description(self, base_hash: str | None = None) -> str:
+        """The method with its options, as lineage records it (``ties base=<hash>``)."""
+        options = {"base": base_hash if self.base_model else None, "t": self.t,
+                   "density": (self.density or DEFAULT_DENSITY)
+                   if self.method in ("ties", "dare_ties") else None}
+        return " ".join([self.method, *(f"{k}={v}" for k, v in options.items() if v is not None)])
+
+    @property
+    def parents(self) -> list[str]:
+        """Every folder the merge reads: the models, then the base (if any)."""
+        extra = [self.base_model] if self.base_model and self.base_model not in self.models else []
+        return [*self.models, *extra]
+
+
+# --- answers to an episode -----------------------------------------------------------
 
 
 class EpisodeGrant(View):
@@ -35,6 +125,13 @@ class ValidationView(View):
     cached: bool = False
     credit: int
     settlement: str | None = None
+    gpus: int = 0
+    """GPUs the evaluation ran on (0: the CPU); its compute seconds are GPU-seconds then."""
+
+
+class SubmittedHashes(View):
+    model_hash: str
+    harness_hash: str
 
 
 class EpisodeStatus(View):
@@ -45,7 +142,7 @@ class EpisodeStatus(View):
     compute_seconds_left: float
     validations: list[ValidationView]
     submitted: bool
-    submission: dict[str, str] | None
+    submission: SubmittedHashes | None
     """The submitted hashes (never a test score)."""
 
 
@@ -54,6 +151,48 @@ class SubmissionAck(View):
     model_hash: str
     harness_hash: str
     received: Literal[True] = True
+
+
+class MergeResult(View):
+    model: str
+    """The folder written, ``models/<name>``."""
+    hash: str
+    method: str
+    """The method with its options, as lineage records it."""
+
+
+class LineageRecord(View):
+    """How a candidate came to be (see :mod:`vtbench.grader.lineage`)."""
+
+    name: str
+    """Workspace-relative folder, e.g. ``models/tuned-a`` (as in ``Validation.candidate``)."""
+    origin: Literal["initial", "trained", "merged", "reused"]
+    snapshot: str | None = None
+    """Workspace commit the grader took when it first saw a trained candidate."""
+    parents: list[str] = Field(default_factory=list)
+    """Candidates this one was merged from, or the one it reuses."""
+    method: str | None = None
+    """Merge method (merged), or ``claimed: <command>`` from ``train_log.json`` (trained)."""
+    weights: list[float] = Field(default_factory=list)
+    """Merge weights, one per merged model (merged)."""
+    data_hash: str | None = None
+    """Git tree hash of ``data/`` in the snapshot (trained)."""
+    trainer_hash: str | None = None
+    """Git tree hash of ``trainer/`` in the snapshot (trained)."""
+    model_hash: str | None = None
+    """The intake tree hash of the folder's contents."""
+
+
+class CandidateView(LineageRecord):
+    """What ``GET /v1/models`` shows of one candidate: its lineage and how it scored."""
+
+    best_score: float | None = None
+    """Best completed validation score of this model hash in the episode (any harness)."""
+    validations: int = 0
+    """Completed validations of this model hash."""
+
+
+# --- answers to the operator ---------------------------------------------------------
 
 
 class TestResult(View):
@@ -69,3 +208,59 @@ class TestResult(View):
     gain: float | None
     normalised_gain: float | None
     error: str | None = None
+
+
+class ValidationRecord(View):
+    """One validation as the episode record keeps it."""
+
+    index: int
+    """1-based order of the validation within the episode."""
+    elapsed_seconds: float
+    """Seconds since the episode was created."""
+    snapshot: str
+    """Workspace commit taken for this validation."""
+    candidate: str
+    model_hash: str
+    harness_hash: str
+    score: float | None
+    """Validation score; None when the validation failed."""
+    error: str | None = None
+    cached: bool = False
+    charged: bool = True
+    """Whether it spent a validation credit."""
+    compute_seconds: float = 0.0
+
+
+class SubmissionRecord(View):
+    candidate: str
+    snapshot: str
+    model_hash: str
+    harness_hash: str
+    elapsed_seconds: float
+
+
+class EpisodeHistory(View):
+    """Operator only: an episode's validations, submission and candidates."""
+
+    validations: list[ValidationRecord]
+    submission: SubmissionRecord | None
+    candidates: list[LineageRecord]
+
+
+class EpisodeSummary(View):
+    episode: str
+    task: str
+    status: str
+    validations: int
+    """Validation credits left."""
+    compute_seconds: float
+    """Grader compute seconds left."""
+    submission: str | None
+    """The submission's state, None before one."""
+
+
+class OperatorStatus(View):
+    episodes: list[EpisodeSummary]
+    open_validations: list[int]
+    consistency: list[str]
+    """The ledger's broken invariants; empty when consistent."""

@@ -12,11 +12,11 @@ Episode routes: ``GET /v1/status``; ``POST /v1/validations`` and ``GET
 /v1/validations/{id}``; ``POST /v1/submission``; ``GET /v1/models`` (the episode's
 candidates: lineage as the grader recorded it, see :mod:`vtbench.grader.lineage`, with the
 best validation score so far); ``POST /v1/merges`` (merge candidates into a new
-``models/<name>`` folder, no validation credit; body and answer in
-:mod:`vtbench.grader.merge`; a bad request is 400 or 422, an unknown parent 404, an
-existing or contested output folder 409). Operator routes live under ``/v1/operator/``,
-among them ``GET /v1/operator/episodes/{id}/history`` (validations, submission and
-candidate lineage in the episode record's shape).
+``models/<name>`` folder, no validation credit; a bad request is 400 or 422, an unknown
+parent 404, an existing or contested output folder 409). Operator routes live under
+``/v1/operator/``, among them ``GET /v1/operator/episodes/{id}/history`` (validations,
+submission and candidate lineage in the episode record's shape). Every body and answer is
+a model of :mod:`vtbench.grader.api`.
 """
 
 import logging
@@ -26,7 +26,6 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
 
 from vtbench.errors import (
     AlreadySubmitted,
@@ -50,16 +49,22 @@ from vtbench.errors import (
     VtbenchError,
 )
 from vtbench.grader.api import (
+    CandidateRequest,
+    CandidateView,
+    CreateEpisodeRequest,
     EpisodeGrant,
+    EpisodeHistory,
     EpisodeStatus,
+    MergeRequest,
+    MergeResult,
+    OperatorStatus,
     SubmissionAck,
     TestResult,
+    ValidateRequest,
     ValidationView,
 )
 from vtbench.grader.core import Grader
-from vtbench.grader.ledger import Episode, EpisodeBudgets
-from vtbench.grader.lineage import CandidateView
-from vtbench.grader.merge import MergeRequest, MergeResult
+from vtbench.grader.ledger import Episode
 from vtbench.grader.tokens import token_hash
 
 log = logging.getLogger("vtbench.grader")
@@ -93,28 +98,6 @@ def status_for(err: VtbenchError) -> tuple[int, str]:
             status, public = ERROR_STATUS[kind]
             return status, public or err.one_line()
     return 500, "internal error"
-
-
-class Body_(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CandidateRequest(Body_):
-    model: str = Field(min_length=1, max_length=500)
-    """Model directory, relative to the workspace (e.g. ``models/a``)."""
-    harness: str | None = Field(None, min_length=1, max_length=500)
-    """Harness directory, relative to the workspace; ignored where the harness is fixed."""
-
-
-class ValidateRequest(CandidateRequest):
-    wait: bool = True
-    """Answer when the validation has settled (else at once, with its id, as 202)."""
-
-
-class CreateEpisodeRequest(Body_):
-    task: str = Field(min_length=1, max_length=1000)
-    workspace: str = Field(min_length=1, max_length=4000)
-    budgets: EpisodeBudgets | None = None
 
 
 def _bearer(request: Request) -> str | None:
@@ -208,10 +191,10 @@ def _operator_routes(app: FastAPI, grader: Grader, operator: Any) -> None:
 
     @app.post("/v1/operator/episodes", dependencies=guard)
     def create_episode(body: CreateEpisodeRequest) -> EpisodeGrant:
-        return grader.create_episode(body.task, Path(body.workspace), body.budgets)
+        return grader.create_episode(body.task, body.digest, Path(body.workspace), body.budgets)
 
     @app.get("/v1/operator/status", dependencies=guard)
-    def operator_status() -> dict[str, Any]:
+    def operator_status() -> OperatorStatus:
         return grader.operator_status()
 
     @app.get("/v1/operator/ledger", dependencies=guard)
@@ -223,7 +206,7 @@ def _operator_routes(app: FastAPI, grader: Grader, operator: Any) -> None:
         return grader.finish_episode(episode_id)
 
     @app.get("/v1/operator/episodes/{episode_id}/history", dependencies=guard)
-    def history(episode_id: str) -> dict[str, Any]:
+    def history(episode_id: str) -> EpisodeHistory:
         return grader.history(episode_id)
 
     @app.get("/v1/operator/episodes/{episode_id}/result", dependencies=guard)

@@ -35,20 +35,26 @@ submitted or merged folder) gets a lineage record kept by the grader alone
 import logging
 import secrets
 from pathlib import Path
-from typing import Any
 
 from vtbench.grader import results
 from vtbench.grader.api import (
+    CandidateView,
+    EpisodeBudgets,
     EpisodeGrant,
+    EpisodeHistory,
     EpisodeStatus,
+    MergeRequest,
+    MergeResult,
+    OperatorStatus,
     SubmissionAck,
+    SubmittedHashes,
     TestResult,
     ValidationView,
 )
 from vtbench.grader.cache import ResultCache
-from vtbench.grader.ledger import Episode, EpisodeBudgets, Ledger, RecoveryReport
-from vtbench.grader.lineage import CandidateView, LineageBook, candidate_views
-from vtbench.grader.merge import Merger, MergeRequest, MergeResult
+from vtbench.grader.ledger import Episode, Ledger, RecoveryReport
+from vtbench.grader.lineage import LineageBook, candidate_views
+from vtbench.grader.merge import Merger
 from vtbench.grader.pipeline import inputs_intact
 from vtbench.grader.storekeeper import StoreKeeper
 from vtbench.grader.submissions import Submissions
@@ -109,21 +115,23 @@ class Grader:
 
     # -- operator ----------------------------------------------------------------------
 
-    def create_episode(self, task: str, workspace: Path,
+    def create_episode(self, task: str, digest: str, workspace: Path,
                        budgets: EpisodeBudgets | None = None) -> EpisodeGrant:
-        from vtbench.tasks import find_task
+        """An episode on the task prepared under id ``task`` from the pack with ``digest``
+        (the one the runner checked); the ledger keeps both, never a path."""
+        from vtbench.prepare import prepared_by_id
 
-        spec_budgets = find_task(task).spec.budgets
+        spec_budgets = prepared_by_id(task, digest).task.spec.budgets
         budgets = budgets or EpisodeBudgets(validations=spec_budgets.validations,
                                             compute_seconds=spec_budgets.grader_compute_seconds)
         token, hashed = new_token()
         episode_id = f"ep-{secrets.token_hex(6)}"
         self.ledger.create_episode(episode_id, task, hashed, budgets,
-                                   workspace=str(workspace.resolve()))
+                                   workspace=str(workspace.resolve()), task_digest=digest)
         self.lineage.record_initial(episode_id, workspace.resolve())
         return EpisodeGrant(episode=episode_id, token=token)
 
-    def operator_status(self) -> dict[str, Any]:
+    def operator_status(self) -> OperatorStatus:
         return results.operator_status(self.ledger)
 
     def finish_episode(self, episode_id: str) -> TestResult:
@@ -138,7 +146,7 @@ class Grader:
     def test_result(self, episode_id: str) -> TestResult:
         return results.test_result(self.ledger, episode_id)
 
-    def history(self, episode_id: str) -> dict[str, Any]:
+    def history(self, episode_id: str) -> EpisodeHistory:
         """Operator only: validations and submission in the episode record's shape."""
         return results.history(self.ledger, self.lineage, episode_id)
 
@@ -152,8 +160,9 @@ class Grader:
             validations_left=left.validations, compute_seconds_left=left.compute_seconds,
             validations=[view(v) for v in self.ledger.validations(episode.id)],
             submitted=submission is not None,
-            submission={"model_hash": submission.model_hash,
-                        "harness_hash": submission.harness_hash} if submission else None)
+            submission=SubmittedHashes(model_hash=submission.model_hash,
+                                       harness_hash=submission.harness_hash)
+            if submission else None)
 
     def validate(self, episode: Episode, model: str, harness: str | None = None,
                  wait: bool = True, timeout: float = 3600.0) -> ValidationView:

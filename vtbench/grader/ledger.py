@@ -3,9 +3,10 @@
 Trusted code only (the grader process) writes it; the file lives in the private store
 (:func:`vtbench.layout.grader_db`) and no episode token ever reaches it directly.
 
-Tables: ``episodes`` (id, task, hashed token, budgets as JSON, status), ``budget_rows``
-(every budget change is one row: ``grant``, ``reserve``, ``charge`` or ``refund`` of a
-``validation_credit`` or of ``compute_seconds``), ``validations`` (a state machine),
+Tables: ``episodes`` (id, task id and pack digest, hashed token, budgets as JSON, status),
+``budget_rows`` (every budget change is one row: ``grant``, ``reserve``, ``charge`` or
+``refund`` of a ``validation_credit`` or of ``compute_seconds``), ``validations`` (a state
+machine),
 ``submissions`` (UNIQUE per episode), ``events`` (an append-only log) and ``candidates``
 (lineage, written by :mod:`vtbench.grader.lineage`).
 
@@ -57,32 +58,23 @@ from vtbench.errors import (
     LedgerStateError,
 )
 from vtbench.grader import db, faults
+from vtbench.grader.api import EpisodeBudgets
 from vtbench.grader.schema import consistency_problems, migrate
 
 ValidationState = Literal["queued", "running", "completed", "failed_candidate", "failed_infra"]
 OPEN_STATES = ("queued", "running")
 CHARGED_STATES = ("completed", "failed_candidate")
 
-DEFAULT_STORE_BYTES = 256 * 2**30
-"""Four of the largest candidates intake accepts."""
-
-
 class Row(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class EpisodeBudgets(Row):
-    validations: int = Field(ge=0)
-    """Validation credits the episode starts with."""
-    compute_seconds: float = Field(gt=0)
-    """Grader compute seconds the episode's validations may spend."""
-    store_bytes: int = Field(DEFAULT_STORE_BYTES, ge=0)
-    """Bytes the episode's candidates may hold in the grader's candidate store."""
 
 
 class Episode(Row):
     id: str
     task: str
+    """The task's id (:func:`vtbench.prepare.prepared_by_id`)."""
+    task_digest: str | None = None
+    """The digest of the pack the episode runs (None in episodes of schema version 1)."""
     token_hash: str
     workspace: str | None
     """Host path of the episode's workspace; candidate paths are relative to it."""
@@ -169,13 +161,15 @@ class Ledger:
 
     def create_episode(
         self, episode_id: str, task: str, token_hash: str, budgets: EpisodeBudgets,
-        workspace: str | None = None,
+        workspace: str | None = None, task_digest: str | None = None,
     ) -> Episode:
         now = time.time()
         with self._write() as conn:
             conn.execute(
-                "INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, 'open')",
-                (episode_id, task, token_hash, workspace, budgets.model_dump_json(), now),
+                "INSERT INTO episodes (id, task, task_digest, token_hash, workspace, budgets,"
+                " created, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'open')",
+                (episode_id, task, task_digest, token_hash, workspace,
+                 budgets.model_dump_json(), now),
             )
             for kind, amount in (
                 ("validation_credit", budgets.validations),

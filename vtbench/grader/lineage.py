@@ -28,8 +28,8 @@ origin is decided then, in this order:
     ``trainer/`` in it. A merged (or initial) folder edited afterwards has a new hash and
     so becomes ``trained``.
 
-Records have exactly the fields of :class:`vtbench.episode.record.Lineage` (mirrored here,
-since the grader may not import the episode layer; a test keeps the two equal).
+Records are :class:`vtbench.grader.api.LineageRecord`, the shape the episode record keeps
+too.
 """
 
 import json
@@ -44,44 +44,18 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from vtbench.errors import VtbenchError
 from vtbench.grader import db
+from vtbench.grader.api import CandidateView, LineageRecord
 from vtbench.grader.intake import StoredCandidate, intake_from
 from vtbench.grader.ledger import Validation
 
 log = logging.getLogger("vtbench.grader")
-Origin = Literal["initial", "trained", "merged", "reused"]
 SeenAt = Literal["episode_created", "validation", "submission", "merge_parent", "merge_output"]
 INITIAL = "models/initial"
 TRAIN_LOG = "train_log.json"
 _TRAIN_LOG_LIMIT = 256 * 1024
 _CLAIM_LIMIT = 500
-
-
-class LineageRecord(BaseModel):
-    """How a candidate came to be; the fields of ``vtbench.episode.record.Lineage``."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    name: str
-    """Workspace-relative folder, e.g. ``models/tuned-a``."""
-    origin: Origin
-    snapshot: str | None = None
-    """Workspace commit the grader took when it first saw a trained candidate."""
-    parents: list[str] = Field(default_factory=list)
-    """Candidates this one was merged from, or the one it reuses."""
-    method: str | None = None
-    """Merge method (merged), or ``claimed: <command>`` from ``train_log.json`` (trained)."""
-    weights: list[float] = Field(default_factory=list)
-    """Merge weights, one per merged model (merged)."""
-    data_hash: str | None = None
-    """Git tree hash of ``data/`` in the snapshot (trained)."""
-    trainer_hash: str | None = None
-    """Git tree hash of ``trainer/`` in the snapshot (trained)."""
-    model_hash: str | None = None
-    """The intake tree hash of the folder's contents."""
 
 
 def candidate_name(relative: str) -> str:
@@ -206,15 +180,6 @@ class LineageBook:
             method=claimed_command(stored), data_hash=taken.tree("data") if taken else None,
             trainer_hash=taken.tree("trainer") if taken else None, model_hash=stored.hash)
         return self.record(episode, lineage, seen_at)
-
-
-class CandidateView(LineageRecord):
-    """What ``GET /v1/models`` shows of one candidate: its lineage and how it scored."""
-
-    best_score: float | None = None
-    """Best completed validation score of this model hash in the episode (any harness)."""
-    validations: int = 0
-    """Completed validations of this model hash."""
 
 
 def candidate_views(candidates: list[LineageRecord],

@@ -47,9 +47,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from vtbench import layout
 from vtbench.errors import (
@@ -61,69 +59,26 @@ from vtbench.errors import (
     UnknownCandidate,
     VtbenchError,
 )
+from vtbench.grader.api import (
+    DEFAULT_DENSITY,
+    LineageRecord,
+    MergeRequest,
+    MergeResult,
+)
 from vtbench.grader.candidates import kept_snapshot, take, workspace_of
 from vtbench.grader.intake import StoredCandidate, intake_from
 from vtbench.grader.ledger import Episode, Ledger
-from vtbench.grader.lineage import LineageBook, LineageRecord, Snapshot
+from vtbench.grader.lineage import LineageBook, Snapshot
 from vtbench.grader.storekeeper import StoreKeeper
 from vtbench.workspace import exists_at
 
 log = logging.getLogger("vtbench.grader")
-Method = Literal["linear", "slerp", "ties", "dare_ties", "task_arithmetic"]
-NEEDS_BASE = ("ties", "dare_ties", "task_arithmetic")
-DEFAULT_BASE = "models/base"
-DEFAULT_DENSITY = 0.5
 MERGE_SEED = 0
 CANDIDATE_FOLDER = re.compile(r"models/[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "added_tokens.json", "chat_template.jinja", "tokenizer.model", "vocab.json",
                    "merges.txt", "generation_config.json")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class MergeRequest(BaseModel):
-    """The body of ``POST /v1/merges``."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
-
-    method: Method
-    models: list[str] = Field(min_length=1, max_length=8)
-    """Candidate folders to merge, e.g. ``models/a``."""
-    weights: list[float] = Field(min_length=1, max_length=8)
-    """One weight per model."""
-    out: str = Field(min_length=1, max_length=200)
-    """The new folder to write, ``models/<name>``; it must not exist."""
-    base: str | None = Field(None, min_length=1, max_length=200)
-    """Base model of task_arithmetic, ties and dare_ties (default ``models/base``)."""
-    density: float | None = Field(None, gt=0, le=1)
-    """Share of each task vector kept by ties and dare_ties (default 0.5)."""
-    t: float | None = Field(None, ge=0, le=1)
-    """slerp position from the first model (0) to the second (1)."""
-
-    @property
-    def base_model(self) -> str | None:
-        return (self.base or DEFAULT_BASE) if self.method in NEEDS_BASE else None
-
-    def description(self, base_hash: str | None = None) -> str:
-        """The method with its options, as lineage records it (``ties base=<hash>``)."""
-        options = {"base": base_hash if self.base_model else None, "t": self.t,
-                   "density": (self.density or DEFAULT_DENSITY)
-                   if self.method in ("ties", "dare_ties") else None}
-        return " ".join([self.method, *(f"{k}={v}" for k, v in options.items() if v is not None)])
-
-    @property
-    def parents(self) -> list[str]:
-        """Every folder the merge reads: the models, then the base (if any)."""
-        extra = [self.base_model] if self.base_model and self.base_model not in self.models else []
-        return [*self.models, *extra]
-
-
-class MergeResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    model: str
-    hash: str
-    method: str
 
 
 def _refuse(message: str, hint: str | None = None) -> MergeRefused:

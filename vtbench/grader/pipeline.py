@@ -8,16 +8,28 @@ store's paths here, which name the host's private store.
 
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vtbench import layout
 from vtbench.errors import GraderUnavailable
 from vtbench.grader import faults
 from vtbench.grader.cache import CacheKey
 from vtbench.grader.intake import stored, verify
+from vtbench.grader.ledger import Episode
+
+if TYPE_CHECKING:
+    from vtbench.prepare import PreparedTask
 
 PRISTINE = "pristine"
 """The harness hash of a validation that ran the task's own harness."""
+
+
+def prepared_for(episode: Episode) -> "PreparedTask":
+    """The episode's task as prepared, resolved once per request from the id and digest
+    the ledger keeps (refused when the task was prepared again since)."""
+    from vtbench.prepare import prepared_by_id
+
+    return prepared_by_id(episode.task, episode.task_digest)
 
 
 def cache_key(episode_id: str, task: Any, split: str, model_hash: str,

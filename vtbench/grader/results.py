@@ -5,9 +5,17 @@ shape. Operator only: these carry test scores, never shown to an episode.
 
 from typing import Any
 
-from vtbench.grader.api import TestResult
+from vtbench.grader.api import (
+    EpisodeHistory,
+    EpisodeSummary,
+    OperatorStatus,
+    SubmissionRecord,
+    TestResult,
+    ValidationRecord,
+)
 from vtbench.grader.ledger import Episode, Ledger
 from vtbench.grader.lineage import LineageBook
+from vtbench.grader.pipeline import prepared_for
 from vtbench.grader.validations import view
 
 
@@ -20,29 +28,26 @@ def normalised(gain: float | None, spread: float | None) -> float | None:
     return gain / spread if spread else None
 
 
-def operator_status(ledger: Ledger) -> dict[str, Any]:
+def operator_status(ledger: Ledger) -> OperatorStatus:
     """Episodes, their remaining budgets, open validations and ledger consistency; needs only
     the ledger, so the operator's ``grader status`` reads it without a grader."""
     episodes = []
     for episode in ledger.episodes():
         left = ledger.remaining(episode.id)
         submission = ledger.submission(episode.id)
-        episodes.append({"episode": episode.id, "task": episode.task,
-                         "status": episode.status, **left.model_dump(),
-                         "submission": submission.state if submission else None})
+        episodes.append(EpisodeSummary(
+            episode=episode.id, task=episode.task, status=episode.status,
+            validations=left.validations, compute_seconds=left.compute_seconds,
+            submission=submission.state if submission else None))
     queued = [v.id for v in ledger.validations() if v.state in ("queued", "running")]
-    return {"episodes": episodes, "open_validations": queued,
-            "consistency": ledger.check_consistency()}
+    return OperatorStatus(episodes=episodes, open_validations=queued,
+                          consistency=ledger.check_consistency())
 
 
 def test_result(ledger: Ledger, episode_id: str) -> TestResult:
-    from vtbench.prepare import score_summary
-    from vtbench.tasks import find_task
-
     episode = ledger.episode(episode_id)
-    task = find_task(episode.task)
-    scores = score_summary(task)
-    initial, reference = scores["initial"]["test"], scores["reference"]["test"]
+    prepared = prepared_for(episode)
+    initial, reference = prepared.initial_test, prepared.reference_test
     submission = ledger.submission(episode_id)
     result = (submission.result or {}) if submission else {}
     state = submission.state if submission else "no submission"
@@ -50,34 +55,36 @@ def test_result(ledger: Ledger, episode_id: str) -> TestResult:
     gain = final - initial if final is not None and initial is not None else None
     spread = reference - initial if reference is not None and initial is not None else None
     return TestResult(
-        episode=episode_id, task=task.id, state=state, test_score=final, initial=initial,
+        episode=episode_id, task=prepared.id, state=state, test_score=final, initial=initial,
         reference=reference, gain=gain, normalised_gain=normalised(gain, spread),
         error=result.get("error"))
 
 
-def history(ledger: Ledger, lineage: LineageBook, episode_id: str) -> dict[str, Any]:
-    """Validations and submission in the episode record's shape."""
+def history(ledger: Ledger, lineage: LineageBook, episode_id: str) -> EpisodeHistory:
+    """Validations, submission and candidates, as the episode record keeps them."""
     episode = ledger.episode(episode_id)
     validations = []
     for index, v in enumerate(ledger.validations(episode_id), start=1):
         shown = view(v)
-        validations.append({
-            "index": index, "elapsed_seconds": round(v.created - episode.created, 1),
-            "snapshot": v.inputs.get("snapshot") or "", "candidate": v.inputs["candidate"],
-            "model_hash": v.inputs["model_hash"], "harness_hash": v.inputs["harness_hash"],
-            "score": shown.score if v.state == "completed" else None, "error": shown.error,
-            "cached": shown.cached, "charged": v.settlement == "charged" and v.credit > 0,
-            "compute_seconds": v.compute_seconds})
-    return {"validations": validations, "submission": _submission_record(ledger, episode),
-            "candidates": [c.model_dump() for c in lineage.candidates(episode_id)]}
+        validations.append(ValidationRecord(
+            index=index, elapsed_seconds=round(v.created - episode.created, 1),
+            snapshot=v.inputs.get("snapshot") or "", candidate=v.inputs["candidate"],
+            model_hash=v.inputs["model_hash"], harness_hash=v.inputs["harness_hash"],
+            score=shown.score if v.state == "completed" else None, error=shown.error,
+            cached=shown.cached, charged=v.settlement == "charged" and v.credit > 0,
+            compute_seconds=v.compute_seconds))
+    return EpisodeHistory(validations=validations,
+                          submission=_submission_record(ledger, episode),
+                          candidates=lineage.candidates(episode_id))
 
 
-def _submission_record(ledger: Ledger, episode: Episode) -> dict[str, Any] | None:
+def _submission_record(ledger: Ledger, episode: Episode) -> SubmissionRecord | None:
     submission = ledger.submission(episode.id)
     if submission is None:
         return None
     detail: dict[str, Any] = next((e["detail"] for e in reversed(ledger.events(episode.id))
                                    if e["kind"] == "submission_snapshot"), {})
-    return {"candidate": detail.get("candidate", ""), "snapshot": detail.get("snapshot") or "",
-            "model_hash": submission.model_hash, "harness_hash": submission.harness_hash,
-            "elapsed_seconds": round(submission.created - episode.created, 1)}
+    return SubmissionRecord(
+        candidate=detail.get("candidate", ""), snapshot=detail.get("snapshot") or "",
+        model_hash=submission.model_hash, harness_hash=submission.harness_hash,
+        elapsed_seconds=round(submission.created - episode.created, 1))

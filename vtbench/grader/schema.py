@@ -21,9 +21,17 @@ from typing import Any
 
 from vtbench.errors import LedgerVersionError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The version a ledger written by this code carries (``PRAGMA user_version``)."""
-MIGRATIONS: Mapping[int, str] = {}
+MIGRATIONS: Mapping[int, str] = {
+    # 2: episodes name their task by id and pack digest. Version 1 kept the runner's path
+    # of the pack, whose last part is the id of every built-in task: keep that part.
+    2: """
+ALTER TABLE episodes ADD COLUMN task_digest TEXT;
+UPDATE episodes SET task = replace(task, rtrim(task, replace(task, '/', '')), '')
+    WHERE task LIKE '%/%';
+""",
+}
 """SQL taking a ledger from version ``n - 1`` to ``n``, keyed by ``n`` (from 2): a schema
 change adds a step here and raises :data:`SCHEMA_VERSION` to it; :data:`SCHEMA` never
 changes."""

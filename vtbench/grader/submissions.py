@@ -8,14 +8,19 @@ failure leaves the submission pending, so finishing again scores it.
 """
 
 import logging
+import traceback
+from typing import TYPE_CHECKING
 
 from vtbench.errors import CheckpointError, GraderUnavailable, HarnessError, VtbenchError
 from vtbench.grader.api import SubmissionAck
 from vtbench.grader.candidates import kept_snapshot, take
 from vtbench.grader.ledger import Episode, Ledger
 from vtbench.grader.lineage import LineageBook, candidate_name
-from vtbench.grader.pipeline import PRISTINE, evaluate_stored
+from vtbench.grader.pipeline import PRISTINE, evaluate_stored, prepared_for
 from vtbench.grader.storekeeper import StoreKeeper
+
+if TYPE_CHECKING:
+    from vtbench.prepare import PreparedTask
 
 log = logging.getLogger("vtbench.grader")
 
@@ -30,11 +35,9 @@ class Submissions:
 
     def submit(self, episode: Episode, model: str, harness: str | None = None) -> SubmissionAck:
         """Record the one submission; the answer says nothing about the test."""
-        from vtbench.tasks import find_task
-
         name = candidate_name(model)
         self.ledger.check_can_submit(episode.id)
-        editable = find_task(episode.task).spec.harness_editable
+        editable = prepared_for(episode).task.spec.harness_editable
         with self.store.request(episode):
             stored_model, stored_harness = take(self.ledger, self.store, episode, model,
                                                 harness, editable)
@@ -60,40 +63,32 @@ class Submissions:
             self._score(episode_id, submission.model_hash, submission.harness_hash)
 
     def _score(self, episode_id: str, model_hash: str, harness_hash: str) -> None:
-        from vtbench.tasks import find_task
-
-        episode = self.ledger.episode(episode_id)
-        known = initial_test_score(episode.task, model_hash, harness_hash)
+        prepared = prepared_for(self.ledger.episode(episode_id))
+        known = initial_test_score(prepared, model_hash, harness_hash)
         if known is not None:
             self.ledger.set_submission_result(episode_id, "scored", {
                 "score": known, "source": "the initial system, as scored by prepare"})
             return
         try:
-            result, _ = evaluate_stored(find_task(episode.task), "test", model_hash,
-                                        harness_hash, self.sandbox)
+            result, _ = evaluate_stored(prepared.task, "test", model_hash, harness_hash,
+                                        self.sandbox)
         except (CheckpointError, HarnessError) as err:
             self.ledger.set_submission_result(episode_id, "failed", {"score": 0.0,
                                               "error": err.one_line()})
             return
-        except Exception as err:
+        except Exception as err:  # ours (a trusted scorer too): the submission stays pending
             log.exception("scoring the submission of %s failed in the grader", episode_id)
+            self.ledger.log_event(episode_id, "grader_failure", stage="submission scoring",
+                                  traceback="".join(traceback.format_exception(err)))
             raise GraderUnavailable("scoring failed in the grader; finish again") from err
         self.ledger.set_submission_result(episode_id, "scored", result)
 
 
-def initial_test_score(task_ref: str, model_hash: str, harness_hash: str) -> float | None:
+def initial_test_score(prepared: "PreparedTask", model_hash: str,
+                       harness_hash: str) -> float | None:
     """The test score prepare measured, when the submission is the initial system itself."""
     from vtbench.grader.intake import intake
-    from vtbench.prepare import score_summary
-    from vtbench.prepare.prepare import system_folder
-    from vtbench.prepare.systems import is_complete, model_dir
-    from vtbench.tasks import find_task
 
-    task = find_task(task_ref)
-    initial = model_dir(system_folder(task, "initial"), 0)
-    if harness_hash != PRISTINE or not is_complete(initial):
+    if harness_hash != PRISTINE or intake(prepared.initial_model, "model").hash != model_hash:
         return None
-    if intake(initial, "model").hash != model_hash:
-        return None
-    score: float | None = score_summary(task)["initial"]["test"]
-    return score
+    return prepared.initial_test

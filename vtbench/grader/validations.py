@@ -17,7 +17,7 @@ from vtbench.grader.candidates import kept_snapshot, take
 from vtbench.grader.intake import StoredCandidate
 from vtbench.grader.ledger import Episode, Ledger, Validation
 from vtbench.grader.lineage import LineageBook, candidate_name
-from vtbench.grader.pipeline import PRISTINE, cache_key
+from vtbench.grader.pipeline import PRISTINE, cache_key, prepared_for
 from vtbench.grader.storekeeper import StoreKeeper
 
 
@@ -28,7 +28,7 @@ def view(validation: Validation) -> ValidationView:
         harness=result.get("harness"), decoding=result.get("decoding"),
         instances=result.get("instances", []), error=validation.error or result.get("error"),
         cached=bool(result.get("cached")), credit=validation.credit,
-        settlement=validation.settlement)
+        settlement=validation.settlement, gpus=result.get("gpus", 0))
 
 
 class Validations:
@@ -46,9 +46,7 @@ class Validations:
     def validate(self, episode: Episode, model: str, harness: str | None = None,
                  wait: bool = True, timeout: float = 3600.0) -> ValidationView:
         """Queue a validation of (model, harness) on the validation split; wait for it."""
-        from vtbench.tasks import find_task
-
-        task = find_task(episode.task)
+        task = prepared_for(episode).task
         repeat_is_free = not task.spec.budgets.repeat_validation_costs_credit
         self.ledger.check_can_validate(episode.id, credit=0 if repeat_is_free else 1)
         with self.store.request(episode):

@@ -21,7 +21,12 @@ from vtbench.errors import CheckpointError, HarnessError
 from vtbench.grader import faults
 from vtbench.grader.cache import ResultCache
 from vtbench.grader.ledger import Ledger, Validation
-from vtbench.grader.pipeline import cache_key, evaluate_stored, without_store_paths
+from vtbench.grader.pipeline import (
+    cache_key,
+    evaluate_stored,
+    prepared_for,
+    without_store_paths,
+)
 
 log = logging.getLogger("vtbench.grader")
 
@@ -77,10 +82,8 @@ class Workers:
                 self.wake()
 
     def _run(self, validation: Validation) -> None:
-        from vtbench.tasks import find_task
-
         inputs = validation.inputs
-        task = find_task(inputs["task"])
+        task = prepared_for(self.ledger.episode(validation.episode)).task
         key = cache_key(validation.episode, task, inputs["split"], inputs["model_hash"],
                         inputs["harness_hash"])
         cached = self.cache.get(key)

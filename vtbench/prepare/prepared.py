@@ -80,15 +80,17 @@ def load_prepared(task: Task) -> PreparedTask:
     return prepared
 
 
-def prepared_by_id(task_id: str, digest: str) -> PreparedTask:
+def prepared_by_id(task_id: str, digest: str | None) -> PreparedTask:
     """The preparation recorded under ``task_id``, which must have been made from the pack
-    with ``digest`` (the one the episode started with)."""
+    with ``digest`` (the one the episode started with; None for an episode that did not
+    record it: the preparation as it is)."""
     path = pack_record(task_id)
     if not path.exists():
         raise NotPrepared(f"task {task_id!r} is not prepared",
                           hint=f"run: vtbench prepare --task {task_id}")
     record = json.loads(path.read_text())
     task = load_task(Path(record["root"]))
+    digest = digest or record["digest"]
     if task.id != task_id or recorded_digest(task) != digest or record["digest"] != digest:
         raise NotPrepared(f"task {task_id!r} was prepared again since this episode started",
                           hint="start a new episode")
