@@ -86,6 +86,20 @@ def test_config_value_edit_is_hyperparameters_only(workspace: Workspace) -> None
     assert "lr: 0.001 -> 0.0003" in result.components[0].files[0].detail
 
 
+def test_a_config_key_that_chooses_the_loss_is_an_algorithm_change(
+        workspace: Workspace) -> None:
+    workspace.write("trainer/config.toml", "completion_only_loss = false\n"
+                    + workspace.read("trainer/config.toml"))
+    change(workspace)
+    workspace.replace("trainer/config.toml", "completion_only_loss = false",
+                      "completion_only_loss = true")
+    assert change(workspace, "validation 2: models/c2").kinds_of("T") == ["algorithm"]
+    workspace.replace("trainer/config.toml", "steps = 200", "steps = 400")
+    workspace.replace("trainer/config.toml", "lr = 0.001", "lr = 0.0003")
+    tuned = change(workspace, "validation 3: models/c3")
+    assert tuned.kinds_of("T") == ["hyperparameters"]  # what a tuner does is tuning
+
+
 def test_python_constant_edit_is_hyperparameters_only(workspace: Workspace) -> None:
     workspace.replace("trainer/train.py", "LEARNING_RATE = 0.001", "LEARNING_RATE = 0.01")
     workspace.replace("trainer/train.py", "steps=100", "steps=400")

@@ -10,7 +10,9 @@ Deterministic rules, one per component (the same inputs always give the same lab
 * **T** (``trainer/``): ``hyperparameters`` when only literal values changed (any edit of
   a TOML/YAML/JSON config; a Python file whose syntax trees differ only in constants; a
   launch script whose numbers alone changed); ``algorithm`` when code changed (loss,
-  sampling, optimiser, schedule, model: any other edit, or a code file added or deleted).
+  sampling, optimiser, schedule, model: any other edit, or a code file added or deleted),
+  or a config key that selects the method rather than tunes it (:data:`METHOD_KEYS`:
+  which tokens carry the loss, the optimiser, packing, the parallelism).
 * **H** (``harness/``): ``prompt`` (string literals, prompt-ish config keys, template
   files such as ``.txt``, ``.j2``, ``.md``); ``decoding`` (literals bound to sampling
   parameters: temperature, top_p, max_tokens, n, …); ``settings`` (other literal values:
@@ -34,6 +36,10 @@ from vtbench.analysis.rows import diff_rows
 Component = Literal["D", "T", "H"]
 DataKind = Literal["filter", "augment", "rewrite", "mix", "script"]
 TrainerKind = Literal["hyperparameters", "algorithm"]
+METHOD_KEYS = frozenset({"completion_only_loss", "loss", "loss_type", "objective", "optimizer",
+                         "optim", "packing", "distributed"})
+"""Trainer config keys that choose the method (an ``algorithm`` change), not tune it; the
+learning rate, steps and schedule are tuned (``hyperparameters``)."""
 HarnessKind = Literal["prompt", "decoding", "settings", "control_flow", "tools"]
 ChangeKind = Literal[DataKind, TrainerKind, HarnessKind]
 
@@ -187,7 +193,13 @@ def _classify_data(file: FileChange, old: bytes | None, new: bytes | None,
 def _classify_trainer(file: FileChange, old: bytes | None, new: bytes | None) -> None:
     if file.path.endswith(CONFIG_SUFFIXES):
         diff = diff_file(file.path, old, new)
-        file.kinds = [] if diff.unchanged else ["hyperparameters"]
+        tuned = {context for context in diff.contexts_changed if context not in METHOD_KEYS}
+        kinds: list[ChangeKind] = []
+        if tuned or (not diff.unchanged and not diff.contexts_changed):
+            kinds.append("hyperparameters")
+        if diff.contexts_changed & METHOD_KEYS:
+            kinds.append("algorithm")
+        file.kinds = kinds
         file.detail = _literal_detail(diff) if file.kinds else "formatting only"
         return
     if file.path.endswith(DOC_SUFFIXES):
