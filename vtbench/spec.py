@@ -134,6 +134,15 @@ class Resources(Strict):
     """Space the whole workspace may take (its own filesystem when the runner is root)."""
 
 
+ServingBackend = Literal["transformers", "vllm"]
+
+
+class Serving(Strict):
+    backend: ServingBackend = "transformers"
+    """What serves a candidate in every evaluation: our batching server (any host), or vLLM
+    where installed (GPU hosts); the operator may override it (``$VTBENCH_SERVING_BACKEND``)."""
+
+
 class Scorer(Strict):
     module: str
     """Trusted Python file of the task pack defining ``score(item, output) -> float``."""
@@ -163,6 +172,7 @@ class TaskSpec(Strict):
     metric: Metric
     budgets: Budgets
     resources: Resources = Resources()
+    serving: Serving = Serving()
     scorer: Scorer
     builder: Builder
     reference: Reference

@@ -70,6 +70,8 @@ class Provenance(Record):
     """sha256 of the task pack and its base model (:func:`vtbench.prepare.digest.pack_digest`)."""
     sandbox: str | None = None
     """Sandbox backend of the research sandbox (bwrap, docker, none)."""
+    serving_backend: str | None = None
+    """What served candidates in the grader's evaluations (transformers, vllm)."""
     sandbox_limits: Literal["v2", "v1", "none"] | None = None
     """Which cgroups limited each bwrap sandbox of this host: v2, v1, or none (rlimits)."""
     sandbox_limits_detail: str | None = None

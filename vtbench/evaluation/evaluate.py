@@ -68,6 +68,7 @@ def evaluate(
         # The harness starts while the model loads: its relay binds the socket's folder,
         # which holds the socket only (the server's log lies beside it).
         with serve_model(model_dir, socket=workdir / "server" / "model.sock",
+                         backend=task.serving_backend,
                          log_path=workdir / "model.log", ready=False,
                          startup_timeout=SERVER_STARTUP_SECONDS) as server:
             # Its clock starts when the server is ready: the model's load is not its time.

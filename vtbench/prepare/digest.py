@@ -40,8 +40,12 @@ def _pack_folders(task: Task) -> list[Path]:
 
 
 def pack_digest(task: Task) -> str:
-    """sha256 over the relative paths and contents of the task pack and its base model."""
+    """sha256 over the relative paths and contents of the task pack and its base model, and
+    the serving backend where it is not the default (the same weights may score otherwise
+    when another engine serves them)."""
     digest = hashlib.sha256()
+    if task.serving_backend != "transformers":
+        digest.update(f"serving backend {task.serving_backend}\0".encode())
     for folder in _pack_folders(task):
         _hash_folder(digest, folder)
     name = task.spec.base_model

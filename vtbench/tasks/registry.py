@@ -7,14 +7,18 @@ research agent.
 """
 
 import importlib.util
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
+from typing import get_args
 
 from vtbench import layout
-from vtbench.errors import TaskNotFound
-from vtbench.spec import TaskSpec, load_spec
+from vtbench.errors import SpecError, TaskNotFound
+from vtbench.spec import ServingBackend, TaskSpec, load_spec
+
+SERVING_BACKEND_ENV = "VTBENCH_SERVING_BACKEND"
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,16 @@ class Task:
 
     def readme(self) -> str:
         return (self.root / "README.md").read_text()
+
+    @property
+    def serving_backend(self) -> str:
+        """What serves candidates in this task's evaluations: the operator's
+        ``$VTBENCH_SERVING_BACKEND`` where set, else the task's ``[serving] backend``."""
+        chosen = os.environ.get(SERVING_BACKEND_ENV) or self.spec.serving.backend
+        if chosen not in get_args(ServingBackend):
+            raise SpecError(f"{SERVING_BACKEND_ENV}={chosen!r} is no serving backend",
+                            hint=f"use one of {', '.join(get_args(ServingBackend))}")
+        return chosen
 
 
 def import_file(path: Path, name: str) -> ModuleType:
