@@ -4,9 +4,11 @@ A sampled row (temperature, top_p, its own seeded generator) goes through the en
 logits processor at every step; a greedy row does not. Both runs generate the same number
 of tokens for the same prompts (EOS ignored), so the ratio is what sampling costs. The model
 has SmolLM2-135M's shape (49,152-token vocabulary, where sampling costs most) with random
-weights, and a word-level tokenizer of the same size: nothing is downloaded.
+weights, and a word-level tokenizer of the same size: nothing is downloaded. ``--path``
+picks the engine's static-cache path (its default) or ``generate``.
 
 Usage: python bench/sampling_cost.py [--rows 64] [--tokens 128] [--rounds 3] [--device D]
+       [--path static|generate]
 """
 
 import argparse
@@ -62,10 +64,11 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--path", choices=("static", "generate"), default="static")
     args = parser.parse_args()
     torch.set_num_threads(1)
     engine = BatchEngine(smol_shaped_model(args.device), word_tokenizer(),
-                         max_batch=args.rows)
+                         max_batch=args.rows, static_cache=args.path == "static")
     engine.start()
     generator = torch.Generator().manual_seed(0)
     prompts = [torch.randint(4, VOCAB, (100,), generator=generator).tolist()
@@ -76,14 +79,15 @@ def main() -> None:
                                   temperature=temperature, top_p=0.95, seed=i)
                 for i, p in enumerate(prompts)]
 
-    timed_batch(engine, requests(0.0))  # warm-up
+    timed_batch(engine, requests(0.0))  # warm-up (captures the greedy and sampled graphs)
+    timed_batch(engine, requests(0.7))
     greedy, sampled = [], []
     for _ in range(args.rounds):
         greedy.append(timed_batch(engine, requests(0.0)))
         sampled.append(timed_batch(engine, requests(0.7)))
     engine.stop()
     g, s = statistics.median(greedy), statistics.median(sampled)
-    print(f"device {args.device}: {args.rows} rows x {args.tokens} tokens, "
+    print(f"device {args.device}, {args.path} path: {args.rows} rows x {args.tokens} tokens, "
           f"greedy {g:.2f} s, sampled {s:.2f} s (medians of {args.rounds})")
     print(f"sampled / greedy time: {s / g:.2f}")
 

@@ -30,6 +30,7 @@ Guarantees:
   raises is dropped, never fails the batch.
 """
 
+import logging
 import queue
 import random
 import threading
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
     from vtbench.models.decoding import Decoder, DecodeRow
 
+_log = logging.getLogger(__name__)
 FinishReason = Literal["stop", "length"]
 TokenListener = Callable[[list[tuple[int, int]]], None]
 """Takes one decoding step's ``(sample index, token id)`` pairs of one request."""
@@ -282,21 +284,35 @@ class BatchEngine:
         serves the model and the batch, else (and for logprobs) one ``generate`` call."""
         requests = [row.ticket.request for row in rows]
         ends = _RowEnds(requests, self.codec, _listeners(rows))
-        decode_rows = [_decode_row(row) for row in rows]
-        decoder = self._static_decoder(decode_rows, requests)
-        logits = None
-        if decoder is not None:
-            new = decoder.run(decode_rows, ends)
-            self.stats.static_batches += 1
-            self.stats.graph_captures = decoder.stats.graph_captures
-            self.stats.capture_seconds = decoder.stats.capture_seconds
-        else:
+        new, logits = self._decode_static(rows, ends), None
+        if new is None:
             new, logits = self._generate(rows, ends)
         self.stats.generate_calls += 1
         self.stats.rows += len(rows)
         self.stats.largest_batch = max(self.stats.largest_batch, len(rows))
         return [self._finish(i, request, new[i], ends.ended_at[i], logits)
                 for i, request in enumerate(requests)]
+
+    def _decode_static(self, rows: list[_Row], ends: "_RowEnds") -> list[list[int]] | None:
+        """The rows' tokens from the static-cache decoder; None where it does not take the
+        batch. If it fails, the engine keeps to ``generate`` from then on, this batch too
+        unless a token of it was already told (then the batch fails)."""
+        decode_rows = [_decode_row(row) for row in rows]
+        decoder = self._static_decoder(decode_rows, [row.ticket.request for row in rows])
+        if decoder is None:
+            return None
+        try:
+            new = decoder.run(decode_rows, ends)
+        except Exception:
+            self._static = False
+            if ends.told:
+                raise
+            _log.exception("static-cache decoding failed; decoding through generate from now on")
+            return None
+        self.stats.static_batches += 1
+        self.stats.graph_captures = decoder.stats.graph_captures
+        self.stats.capture_seconds = decoder.stats.capture_seconds
+        return new
 
     def _static_decoder(self, rows: "list[DecodeRow]",
                         requests: list[GenerationRequest]) -> "Decoder | None":
@@ -379,9 +395,11 @@ class _RowEnds:
         self.requests, self.codec, self.listeners = requests, codec, listeners
         self.ended_at: list[int | None] = [None] * len(requests)
         self.texts: dict[int, list[int]] = {i: [] for i, r in enumerate(requests) if r.stop}
+        self.told = False  # whether any step was absorbed (and maybe streamed) yet
 
     def absorb(self, first: int, tokens: list[list[int]], ended: list[int | None]) -> None:
         """Steps ``first + 1 ..``: each row's new tokens and where EOS/max_tokens ended it."""
+        self.told = True
         for i, end in enumerate(ended):
             if self.ended_at[i] is not None:
                 continue
