@@ -7,6 +7,7 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
+import torch
 
 from vtbench.models.batching import BatchEngine, Completion, GenerationRequest
 from vtbench.models.decoding import Decoder, DecodeRow, row_draws, unsupported
@@ -18,8 +19,6 @@ Heard = list[list[tuple[int, int]]]
 
 @pytest.fixture(scope="module")
 def model() -> Any:
-    import torch
-
     torch.set_num_threads(1)
     return new_tiny_model(5).eval()
 
@@ -73,8 +72,6 @@ def same_completions(slow: list[Completion], fast: list[Completion]) -> bool:
 
 
 def test_one_draw_per_row_gives_what_one_draw_per_step_gives() -> None:
-    import torch
-
     draws = row_draws([7, 9], [5, 3], 6)
     for row, (seed, count) in enumerate(((7, 5), (9, 3))):
         generator = torch.Generator().manual_seed(seed)
@@ -187,3 +184,22 @@ def test_the_engine_takes_the_static_path_by_default(model: Any) -> None:
     one_batch(engine, [GenerationRequest(ids("default"), 6)])
     assert engine.stats.static_batches == 1
 
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_on_a_gpu_replayed_graphs_give_the_tokens_of_generate() -> None:
+    cuda_model = new_tiny_model(5).eval().to("cuda")  # float32: no bf16 near-ties
+    tokenizer = build_char_tokenizer()
+    decoder = Decoder(cuda_model, frozenset({tokenizer.eos_token_id}), tokenizer.pad_token_id,
+                      budget_bytes=1 << 30, sync_every=4, graphs=True, first_room=8)
+    requests = [GenerationRequest(ids("grow on a gpu"), 90, ignore_eos=True),
+                GenerationRequest(ids("abc"), 30, n=2, temperature=0.9, top_p=0.9, seed=3,
+                                  stop=("q", "z"), ignore_eos=True),
+                GenerationRequest(ids("greedy"), 40)]
+    for (slow, slow_heard), (fast, fast_heard) in both_paths(cuda_model, requests, decoder,
+                                                             listen=True):
+        assert same_completions(slow, fast)
+        assert fast_heard == slow_heard
+    assert decoder.stats.graph_failures == 0
+    assert decoder.stats.graph_captures == 4  # feed and sampled, before and after growing
+    assert decoder.stats.growths == 1

@@ -177,3 +177,9 @@ def test_a_listener_that_raises_does_not_fail_its_batch(engine: BatchEngine) -> 
     futures = [engine.submit(request, broken), engine.submit(request)]
     first, second = (f.result(timeout=120) for f in futures)
     assert first[0].token_ids == second[0].token_ids and len(first[0].token_ids) == 8
+
+
+def test_these_batches_go_through_the_static_cache(engine: BatchEngine) -> None:
+    before = engine.stats.static_batches
+    together(engine, GenerationRequest(ids("abc"), 4, temperature=0.5, seed=1))
+    assert engine.stats.static_batches == before + 1
