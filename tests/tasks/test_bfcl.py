@@ -1,163 +1,39 @@
 """The bfcl task: bfcl-eval only for the operator, splits disjoint by entry and by function,
 training data free of BFCL's functions, a scorer that agrees with bfcl-eval's own
-evaluation, the leak audit on a planted possible answer, the harnesses, and (slow) the
-initial harness end to end with SmolLM2-135M."""
+evaluation, and the leak audit on a planted possible answer."""
 
-import ast
 import copy
-import functools
 import gzip
-import inspect
 import json
 import random
 import subprocess
 import sys
-import types
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tests.tasks.bfcl_helpers import (
+    TASK,
+    answer_calls,
+    as_text,
+    bfcl_accepts_multi,
+    bfcl_accepts_single,
+    builder,
+    make_data,
+    package,
+    scorer,
+    steps_as_text,
+    truth_turns,
+)
 from vtbench import layout
-from vtbench.tasks import find_task
 from vtbench.tasks.materialize import materialize
 from vtbench.tasks.registry import import_file
 from vtbench.tasks.splits import public_exclusions, public_training_rows
 from vtbench.tasks.store import build_splits, ensure_splits, load_split
 
-TASK = find_task("bfcl")
-builder, scorer, package = TASK.builder, TASK.scorer, TASK.builder.package
-make_data = builder.make_data()
 SECRET = b"s" * 32
-
-
-# ------------------------------------------------------------------ ground truth as outputs
-
-def first_option(options: list) -> tuple[bool, object]:
-    for option in options:
-        if option != "":
-            return True, answer_value(option)
-    return False, None
-
-
-def answer_value(value: object) -> object:
-    """A possible answer's value (a dict of options per key, lists, scalars) as a value."""
-    if isinstance(value, dict):
-        chosen = {key: first_option(options) for key, options in value.items()}
-        return {key: found for key, (ok, found) in chosen.items() if ok}
-    if isinstance(value, list):
-        return [answer_value(v) for v in value]
-    return value
-
-
-def answer_calls(item: dict) -> list[dict]:
-    """The possible answer as calls: each parameter's first accepted value, optional ones
-    that may be left out left out."""
-    documents = {f["name"]: f for f in item["label"]["functions"]}
-    calls = []
-    for call in item["label"]["ground_truth"]:
-        (name, parameters), = call.items()
-        required = set(documents[name]["parameters"].get("required", []))
-        arguments = {}
-        for key, options in parameters.items():
-            ok, value = first_option(options)
-            if ok and not ("" in options and key not in required):
-                arguments[key] = value
-        calls.append({name: arguments})
-    return calls
-
-
-@functools.cache
-def backend_parameters() -> dict[str, list[str]]:
-    """Each backend method's parameter names, in order."""
-    config = package.module("constants.executable_backend_config")
-    found = {}
-    for class_name in {c for half in builder.MULTI_TURN_HALVES for c in half}:
-        path = config.CLASS_FILE_PATH_MAPPING[class_name].removeprefix("bfcl_eval.")
-        backend = getattr(package.module(path), class_name)
-        for name, method in inspect.getmembers(backend, inspect.isfunction):
-            found[name] = [p for p in inspect.signature(method).parameters if p != "self"]
-    return found
-
-
-def named(call: str) -> str:
-    """A possible answer's call with every argument named (BFCL's own are partly
-    positional, which its decoder would drop from a model's reply)."""
-    node = ast.parse(call, mode="eval").body
-    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-    names = backend_parameters()[node.func.id]
-    arguments = {names[i]: ast.literal_eval(a) for i, a in enumerate(node.args)}
-    arguments.update({k.arg: ast.literal_eval(k.value) for k in node.keywords})
-    return f"{node.func.id}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
-
-
-def truth_turns(item: dict) -> list[list[str]]:
-    return [[named(call) for call in turn] for turn in item["label"]["ground_truth"]]
-
-
-def as_text(calls: list[dict]) -> str:
-    """Calls as a prompting model writes them (what bfcl-eval decodes)."""
-    written = [f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
-               for call in calls for name, arguments in call.items()]
-    return "[" + ", ".join(written) + "]"
-
-
-# ------------------------------------------------------------------ bfcl-eval's own evaluation
-
-@pytest.fixture(scope="module")
-def bfcl_runner():
-    """bfcl-eval's ``eval_runner`` and a prompting handler's decoders, as BFCL evaluates a
-    prompting model. Stand-ins only for what these paths never use: the ``overrides``
-    decorators and the tree-sitter Java/JavaScript parsers (not installed)."""
-    stand_ins = {"overrides": {"final": lambda f: f, "override": lambda f: f,
-                               "EnforceOverrides": object},
-                 "bfcl_eval.model_handler.parser.java_parser": {
-                     "parse_java_function_call": None},
-                 "bfcl_eval.model_handler.parser.js_parser": {
-                     "parse_javascript_function_call": None}}
-    added = []
-    for name, attributes in stand_ins.items():
-        if name not in sys.modules:
-            module = types.ModuleType(name)
-            module.__dict__.update(attributes)
-            sys.modules[name] = module
-            added.append(name)
-    try:
-        runner = package.module("eval_checker.eval_runner")
-        utils = package.module("model_handler.utils")
-    finally:
-        for name in added:
-            del sys.modules[name]
-    handler = types.SimpleNamespace(decode_ast=utils.default_decode_ast_prompting,
-                                    decode_execute=utils.default_decode_execute_prompting)
-    return runner, handler
-
-
-def bfcl_accepts_single(runner_handler, item: dict, text: str) -> bool:
-    runner, handler = runner_handler
-    enums = package.module("constants.enums")
-    label = item["label"]
-    entry = {"id": label["id"], "question": item["input"]["question"],
-             "function": copy.deepcopy(label["functions"])}
-    result = runner._evaluate_single_ast_entry(
-        handler, label["id"], text, copy.deepcopy(label["ground_truth"]), entry,
-        package.MODEL_NAME, label["category"], enums.Language.PYTHON, enums.ReturnFormat.PYTHON)
-    return bool(result["valid"])
-
-
-def bfcl_accepts_multi(runner_handler, item: dict, steps: list[list[str]],
-                       run: str) -> bool:
-    """``steps``: per turn, per step, the raw text of a reply (``[f(a=1), g()]``)."""
-    runner, handler = runner_handler
-    label = item["label"]
-    entry = {"id": label["id"], **copy.deepcopy(
-        {k: item["input"][k] for k in ("initial_config", "involved_classes")})}
-    result = runner._evaluate_single_multi_turn_entry(
-        handler, label["id"], steps, copy.deepcopy(label["ground_truth"]), entry,
-        f"bfcl-reference-{run}", "multi_turn_base")
-    return bool(result["valid"])
 
 
 # ------------------------------------------------------------------ bfcl-eval for the operator
@@ -312,8 +188,7 @@ def perturbations(item: dict, rng: random.Random) -> dict[str, list[dict]]:
     return found
 
 
-def test_the_scorer_agrees_with_bfcl_evals_own_evaluation_per_single_turn_category(
-        bfcl_runner) -> None:
+def test_the_scorer_agrees_with_bfcl_evals_own_evaluation_per_single_turn_category() -> None:
     rng = random.Random(3)
     for category in builder.SINGLE_TURN:
         items = rng.sample(list(builder.category_items(category)), 25)
@@ -321,7 +196,7 @@ def test_the_scorer_agrees_with_bfcl_evals_own_evaluation_per_single_turn_catego
         for item in items:
             for kind, calls in perturbations(item, rng).items():
                 ours = scorer.score(item, json.dumps(calls)) == 1.0
-                theirs = bfcl_accepts_single(bfcl_runner, item, as_text(calls))
+                theirs = bfcl_accepts_single(item, as_text(calls))
                 assert ours == theirs, (category, item["label"]["id"], kind, calls)
                 verdicts.setdefault(kind, []).append(ours)
         assert all(verdicts["answer"]) and not any(verdicts["none"])
@@ -344,7 +219,7 @@ def multi_turn_cases(item: dict) -> dict[str, list[list[list[str]]]]:
     return cases
 
 
-def test_the_scorer_agrees_with_bfcl_evals_own_evaluation_on_multi_turn(bfcl_runner) -> None:
+def test_the_scorer_agrees_with_bfcl_evals_own_evaluation_on_multi_turn() -> None:
     rng = random.Random(4)
     items = rng.sample(list(builder.category_items(builder.MULTI_TURN)), 10)
     cases = [(item, kind, turns) for item in items
@@ -357,8 +232,7 @@ def test_the_scorer_agrees_with_bfcl_evals_own_evaluation_on_multi_turn(bfcl_run
     with ThreadPoolExecutor(max_workers=4) as pool:
         our_verdicts = list(pool.map(ours, cases))
     for index, ((item, kind, turns), mine) in enumerate(zip(cases, our_verdicts, strict=True)):
-        texts = [["[" + ", ".join(step) + "]" for step in turn] for turn in turns]
-        theirs = bfcl_accepts_multi(bfcl_runner, item, texts, str(index))
+        theirs = bfcl_accepts_multi(item, steps_as_text(turns), str(index))
         assert mine == theirs, (item["label"]["id"], kind)
         if kind in ("answer", "one step per call", "unknown function too"):
             assert mine, (item["label"]["id"], kind)
@@ -368,7 +242,7 @@ def test_the_scorer_agrees_with_bfcl_evals_own_evaluation_on_multi_turn(bfcl_run
 
 @pytest.mark.slow
 def test_every_multi_turn_possible_answer_scores_one() -> None:
-    """200 sandboxed checks (a minute or more), hence slow."""
+    """200 sandboxed checks (about 20 s on two busy cores), hence slow."""
     items = builder.category_items(builder.MULTI_TURN)
     with ThreadPoolExecutor(max_workers=4) as pool:
         scores = list(pool.map(
@@ -508,129 +382,3 @@ def test_the_reference_data_has_schema_documents_parallel_and_multi_step_rows(tm
         parallel += bool(calls) and len(calls) > 1
         assert "```" not in row["completion"] and "<|im" not in row["completion"]
     assert documents > 1200 and steps > 200 and parallel > 600
-
-
-# ------------------------------------------------------------------ the harnesses
-
-def test_the_initial_harness_reads_python_calls_and_nothing_else() -> None:
-    sys.path.insert(0, str(TASK.root / "public" / "harness"))
-    try:
-        run = import_file(TASK.root / "public" / "harness" / "run.py", "bfcl_initial_t")
-    finally:
-        sys.path.remove(str(TASK.root / "public" / "harness"))
-    assert run.parse_calls("[math.floor(x=2.5), f(a='b')]") == [
-        {"math.floor": {"x": 2.5}}, {"f": {"a": "b"}}]
-    assert run.parse_calls("Sure: [f(a=1)] done") == [{"f": {"a": 1}}]
-    assert run.parse_calls("f(a=1, b=None)") == [{"f": {"a": 1, "b": None}}]
-    for text in ("I cannot help", "[f(a=g(1))]", "[1, 2]", "[f(a=1)"):
-        assert run.parse_calls(text) == []
-    assert run.call_string({"cd": {"folder": "a'b"}}) == "cd(folder=\"a'b\")"
-
-
-@pytest.fixture
-def prompting():
-    return import_file(TASK.root / "reference_harness" / "prompting.py", "bfcl_prompting_t")
-
-
-def test_the_reference_harness_repairs_calls_against_the_documents(prompting) -> None:
-    item = next(i for i in builder.category_items("simple_python")
-                if i["label"]["ground_truth"][0].get("calculate_triangle_area"))
-    functions = item["input"]["functions"]
-    name, arguments, valid = prompting.repair(
-        "calculate_triangle_are", {"base": "10", "height": 5.0, "colour": "red"}, functions)
-    assert (name, valid) == ("calculate_triangle_area", False)  # 5.0 is no integer
-    name, arguments, valid = prompting.repair(
-        "calculate_triangle_area", {"base": "10", "height": 5}, functions)
-    assert (arguments, valid) == ({"base": 10, "height": 5}, True)
-    assert prompting.repair("calculate_triangle_area", {"base": 10}, functions)[2] is False
-    assert prompting.parse_calls("```python\n[f(unit=km, n=-2)]\n```") == [
-        ("f", {"unit": "km", "n": -2})]
-    assert prompting.parse_calls("no calls here") is None
-    assert "calculate_triangle_area(base: integer" in prompting.signature_lines(functions)
-
-
-def scripted_model(replies: dict[str, str]) -> ThreadingHTTPServer:
-    """A chat server that answers each conversation by its last message (the test's model)."""
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            last = body["messages"][-1]["content"]
-            text = next((reply for key, reply in replies.items() if key in last), "Done.")
-            choices = [{"message": {"role": "assistant", "content": text}}] * body["n"]
-            data = json.dumps({"choices": choices}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-
-
-def test_the_reference_harness_runs_the_turns_against_the_backends(tmp_path) -> None:
-    """A scripted model that answers each user turn with the possible answer's calls, and
-    stops once it sees their results: the harness must execute them, carry the backends'
-    state across turns, and write what the scorer accepts."""
-    item = next(i for i in builder.category_items(builder.MULTI_TURN)
-                if len(i["label"]["ground_truth"]) >= 3 and all(i["label"]["ground_truth"]))
-    replies = {turn[-1]["content"]: "[" + ", ".join(calls) + "]"
-               for turn, calls in zip(item["input"]["question"], truth_turns(item),
-                                      strict=True)}
-    single = builder.category_items("parallel")[0]
-    replies[single["input"]["question"][0][-1]["content"]] = as_text(answer_calls(single))
-    server = scripted_model(replies)
-    pool = ThreadPoolExecutor(max_workers=1)
-    pool.submit(server.serve_forever)
-    try:
-        materialize(TASK, tmp_path, components=("harness",))
-        TASK.reference.apply_harness(tmp_path / "harness", TASK)
-        inputs = tmp_path / "in.jsonl"
-        inputs.write_text("".join(json.dumps({"id": f"val-{n}", "input": i["input"]}) + "\n"
-                                  for n, i in enumerate((item, single))))
-        subprocess.run([sys.executable, "run.py", "--inputs", str(inputs), "--out",
-                        str(tmp_path / "out.jsonl"), "--base-url",
-                        f"http://127.0.0.1:{server.server_address[1]}/v1"],
-                       cwd=tmp_path / "harness", check=True, timeout=300)
-    finally:
-        server.shutdown()
-        pool.shutdown()
-    outputs = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    turns = json.loads(outputs[0]["output"])
-    assert len(turns) == len(item["label"]["ground_truth"]) and all(turns)
-    steps = outputs[0]["trajectory"]["steps"]
-    assert all("results" in step for step in steps if step["calls"])
-    assert not any(result.startswith("Error") for step in steps
-                   for result in step.get("results", []))
-    assert scorer.score(item, outputs[0]["output"]) == 1.0
-    assert scorer.score(single, outputs[1]["output"]) == 1.0
-
-
-# ------------------------------------------------------------------ end to end (slow)
-
-@pytest.mark.slow
-def test_the_initial_harness_runs_sandboxed_against_smol_and_the_scorer_agrees_with_bfcl(
-        bfcl_runner) -> None:
-    """SmolLM2-135M served for real, the initial harness in its bwrap sandbox, on three
-    single-turn instances and the multi-turn one with the shortest documents (minutes on a
-    CPU). Its real outputs are scored by the scorer and by bfcl-eval's own evaluation of the
-    reply texts."""
-    from vtbench.evaluation.evaluate import evaluate
-    from vtbench.models.smol import ensure_smol
-
-    picked = [builder.category_items(c)[0] for c in ("simple_python", "parallel", "multiple")]
-    picked.append(min(builder.category_items(builder.MULTI_TURN),
-                      key=lambda i: len(json.dumps(i["input"]["functions"]))))
-    items = [{"id": f"val-{n:05d}", **copy.deepcopy(i)} for n, i in enumerate(picked)]
-    result = evaluate(TASK, ensure_smol(report=lambda line: None), "val", items=items,
-                      standby=False)
-    assert result.error is None and result.n == 4 and result.harness == "pristine"
-    for item, instance in zip(items, result.instances, strict=True):
-        assert instance.error is None and instance.output is not None
-        decoded = json.loads(instance.output)
-        if "involved_classes" in item["input"]:
-            assert len(decoded) == len(item["label"]["ground_truth"])
-            continue
-        theirs = bfcl_accepts_single(bfcl_runner, item, as_text(decoded))
-        assert (instance.score == 1.0) == theirs
