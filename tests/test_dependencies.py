@@ -39,14 +39,16 @@ def declared(requirements: list[Requirement]) -> set[str]:
 def third_party_imports(folder: Path) -> dict[str, set[str]]:
     """Distribution name -> files importing it, for every import outside the standard
     library and this repository (a task pack's harness imports helpers the evaluation puts
-    on its path, such as ``client``: any module named by a file under ``folder``)."""
+    on its path, such as ``client`` or bfcl's ``bfcl_eval`` backends: any module or package
+    named by a file or a package folder under ``folder``)."""
     return {name: set(files) for name, files in _scan(folder).items()}
 
 
 @cache
 def _scan(folder: Path) -> dict[str, frozenset[str]]:
     names = _distributions()
-    local = {"vtbench", "tasks", "tests"} | {path.stem for path in folder.rglob("*.py")}
+    local = {"vtbench", "tasks", "tests"} | {path.stem for path in folder.rglob("*.py")} \
+        | {path.parent.name for path in folder.rglob("__init__.py")}
     found: dict[str, set[str]] = {}
     for path in folder.rglob("*.py"):
         for module in _imported_modules(path):
