@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from vtbench.models.batching import BatchEngine, Completion, GenerationRequest
-from vtbench.models.decoding import Decoder, DecodeRow, row_draws, unsupported
+from vtbench.models.decoding import Decoder, row_draws, unsupported
+from vtbench.models.static_cache import DecodeRow, grouped_decode_attention
 from vtbench.models.tiny import new_tiny_model
 from vtbench.models.tokenizer import build_char_tokenizer
 
@@ -161,6 +162,42 @@ def test_eager_attention_gets_the_tokens_of_generate_on_the_static_path() -> Non
                 GenerationRequest(ids("a longer prompt to pad the other"), 20,
                                   temperature=1.0, seed=5, ignore_eos=True)]
     for (slow, _), (fast, _) in both_paths(eager, requests, decoder_for(eager)):
+        assert same_completions(slow, fast)
+
+
+def grouped_query_model() -> Any:
+    """A tiny Llama whose six query heads share two key/value heads."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = build_char_tokenizer()
+    torch.manual_seed(3)
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=192, num_hidden_layers=2,
+        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id)).eval()
+
+
+def test_grouped_decode_attention_is_transformers_sdpa_without_repeated_heads() -> None:
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    layer = grouped_query_model().model.layers[0].self_attn
+    generator = torch.Generator().manual_seed(0)
+    query = torch.randn((3, 6, 1, 16), generator=generator)
+    key, value = (torch.randn((3, 2, 20, 16), generator=generator) for _ in range(2))
+    mask = torch.rand((3, 1, 1, 20), generator=generator) > 0.3
+    ours, _ = grouped_decode_attention(layer, query, key, value, mask, scaling=0.25)
+    theirs, _ = sdpa_attention_forward(layer, query, key, value, mask, scaling=0.25)
+    assert ours.shape == theirs.shape == (3, 1, 6, 16)
+    torch.testing.assert_close(ours, theirs)
+
+
+def test_a_grouped_query_model_gets_the_tokens_of_generate() -> None:
+    grouped = grouped_query_model()
+    requests = [GenerationRequest(ids("share heads"), 30, ignore_eos=True),
+                GenerationRequest(ids("a longer prompt for padding"), 30, n=2,
+                                  temperature=0.8, seed=6, ignore_eos=True)]
+    for (slow, _), (fast, _) in both_paths(grouped, requests, decoder_for(grouped)):
         assert same_completions(slow, fast)
 
 

@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     import torch
 
-    from vtbench.models.decoding import Decoder, DecodeRow
+    from vtbench.models.decoding import Decoder
+    from vtbench.models.static_cache import DecodeRow
 
 _log = logging.getLogger(__name__)
 FinishReason = Literal["stop", "length"]
@@ -379,7 +380,7 @@ def _listeners(rows: list[_Row]) -> list[tuple[TokenListener, list[tuple[int, in
 
 
 def _decode_row(row: _Row) -> "DecodeRow":
-    from vtbench.models.decoding import DecodeRow
+    from vtbench.models.static_cache import DecodeRow
 
     r = row.ticket.request
     return DecodeRow(r.prompt_ids, r.max_tokens, r.temperature, r.top_p, row.seed, r.ignore_eos)

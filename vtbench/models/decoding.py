@@ -3,17 +3,21 @@ CUDA graph, sampling on the device, and a host that looks at the tokens every fe
 
 A step of ``generate`` with a dynamic cache costs a GPU little and the host a lot: Python for
 every layer, a kernel launch per operation, a draw per sampled row, a copy to the host to check
-stops. Here a batch's keys and values live in a transformers ``StaticCache`` whose rows and
-positions are rounded up to buckets (powers of two), so a step has fixed shapes and addresses;
-on CUDA it is captured as graphs once per shape and replayed by every later batch of that shape
-(the capture is paid once per server). Guarantees:
+stops. Here a batch's keys and values live in a static cache
+(:class:`~vtbench.models.static_cache.Slot`) whose rows and positions are rounded up to
+buckets (powers of two), so a step has fixed shapes and addresses; on CUDA it is captured as
+graphs once per shape and replayed by every later batch of that shape (the capture is paid
+once per server). Guarantees:
 
 - the prompts are prefilled as ``generate`` prefills them (dynamic cache, the model's own
   mask), then copied into the static cache; each step feeds a row's last token at its own
-  position with its prompt's padding masked, so greedy tokens are ``generate``'s;
-- a greedy row takes the argmax of the float logits; a sampled row takes :func:`sample_rows`'s
-  token for its temperature, top_p and the step's uniform draw, drawn on the host when the batch
-  starts (:func:`row_draws`: the numbers one draw per step from the row's generator would give);
+  position with its prompt's padding masked (sdpa models through
+  :func:`~vtbench.models.static_cache.grouped_decode_attention`), so greedy tokens are
+  ``generate``'s up to rounding;
+- a greedy row takes the argmax of the float logits; a sampled row takes
+  :func:`~vtbench.models.static_cache.sample_rows`'s token for its temperature, top_p and
+  the step's uniform draw, drawn on the host when the batch starts (:func:`row_draws`: the
+  numbers one draw per step from the row's generator would give);
 - EOS (unless ignored) and ``max_tokens`` end a row on the device; a :class:`StepWatch` (stop
   strings, listeners) is told each step's tokens every ``sync_every`` steps (every step on a
   CPU, where waiting costs nothing) while the device runs the next steps;
@@ -31,6 +35,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
+
+from vtbench.models.static_cache import (
+    GROUPED_ATTENTION,
+    Batch,
+    DecodeRow,
+    Slot,
+    attention,
+    register_grouped_attention,
+)
 
 MIN_ROWS = 8
 """Smallest rows bucket on a GPU: fewer buckets, each graph reused by more batches."""
@@ -50,31 +63,6 @@ class StepWatch(Protocol):
 
     def absorb(self, first: int, tokens: list[list[int]], ended: list[int | None]) -> None:
         """Steps ``first + 1 ..``: each row's new tokens and where the device saw it end."""
-
-
-@dataclass(frozen=True)
-class DecodeRow:
-    """One row of a batch as the loop needs it."""
-
-    prompt_ids: list[int]
-    max_tokens: int
-    temperature: float
-    top_p: float
-    seed: int
-    ignore_eos: bool
-
-
-def sample_rows(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor,
-                draws: torch.Tensor) -> torch.Tensor:
-    """Each row's nucleus-sampled token for its temperature, top_p and uniform draw: the one
-    arithmetic of every path, so a seeded row's tokens do not depend on the path."""
-    probs, order = torch.softmax(logits / temperature[:, None], dim=-1).sort(
-        dim=-1, descending=True)
-    keep = (probs.cumsum(dim=-1) - probs) < top_p[:, None]
-    probs = probs * keep
-    cumulative = probs.cumsum(dim=-1)
-    position = (cumulative < (draws * cumulative[:, -1])[:, None]).sum(dim=-1)
-    return order.gather(1, position.clamp(max=probs.shape[1] - 1)[:, None])[:, 0]
 
 
 def row_draws(seeds: list[int], counts: list[int], width: int) -> torch.Tensor:
@@ -107,9 +95,9 @@ def unsupported(model: Any) -> str | None:
     config = model.config
     if getattr(config, "is_encoder_decoder", False):
         return "an encoder-decoder model"
-    attention = getattr(config, "_attn_implementation", None)
-    if attention not in ("sdpa", "eager"):
-        return f"{attention} attention takes no 4D mask"
+    implementation = getattr(config, "_attn_implementation", None)
+    if implementation not in ("sdpa", "eager"):
+        return f"{implementation} attention takes no 4D mask"
     if "position_ids" not in inspect.signature(model.forward).parameters:
         return "its forward takes no position_ids"
     try:
@@ -124,149 +112,6 @@ def unsupported(model: Any) -> str | None:
 
 def _bucket(value: int, least: int) -> int:
     return max(least, 1 << (value - 1).bit_length())
-
-
-@dataclass
-class _Batch:
-    """A batch's host-side facts the loop keeps while it runs."""
-
-    rows: list[DecodeRow]
-    width: int  # prompt width after left padding
-    steps: int  # the most tokens any row may make
-    draws: torch.Tensor  # (rows bucket, steps) uniforms
-    sampled: bool
-
-
-class _Slot:
-    """A static cache of ``rows`` × ``length`` positions with its step's buffers and graphs."""
-
-    ROW_BUFFERS = ("tokens", "positions", "ended", "temperature", "top_p", "greedy",
-                   "max_tokens", "watch_eos")
-
-    def __init__(self, model: Any, rows: int, length: int,
-                 layers: list[tuple[torch.Tensor, torch.Tensor]], eos: torch.Tensor) -> None:
-        from transformers import StaticCache
-
-        self.rows, self.length, self.eos = rows, length, eos
-        self.cache = StaticCache(config=model.config, max_cache_len=length)
-        self.layers: list[Any] = list(self.cache.layers)  # StaticLayers (see unsupported)
-        for layer, (keys, values) in zip(self.layers, layers, strict=True):
-            layer.lazy_initialization(keys.expand(rows, -1, -1, -1),
-                                      values.expand(rows, -1, -1, -1))
-        device, long = eos.device, torch.long
-        eager = model.config._attn_implementation == "eager"
-        dtype = layers[0][0].dtype if eager else torch.bool
-        self.attend = 0.0 if eager else True
-        self.masked = torch.finfo(dtype).min if eager else False
-        self.mask = torch.full((rows, 1, 1, length), self.masked, dtype=dtype, device=device)
-        self.tokens = torch.zeros((rows, 1), dtype=long, device=device)
-        self.positions = torch.zeros((rows, 1), dtype=long, device=device)
-        self.pos = torch.zeros(1, dtype=long, device=device)
-        self.step = torch.zeros(1, dtype=long, device=device)
-        self.out = torch.zeros((rows, length), dtype=long, device=device)
-        self.ended = torch.zeros(rows, dtype=long, device=device)
-        self.draws = torch.zeros((rows, length), device=device)
-        self.temperature = torch.ones(rows, device=device)
-        self.top_p = torch.ones(rows, device=device)
-        self.greedy = torch.ones(rows, dtype=torch.bool, device=device)
-        self.max_tokens = torch.ones(rows, dtype=long, device=device)
-        self.watch_eos = torch.zeros(rows, dtype=torch.bool, device=device)
-        self.logits = torch.zeros((rows, model.config.get_text_config().vocab_size),
-                                  device=device)
-        self.graphs: dict[str, torch.cuda.CUDAGraph] = {}
-
-    @property
-    def nbytes(self) -> int:
-        return sum(t.nbytes for layer in self.layers for t in (layer.keys, layer.values))
-
-    def feed(self, forward: Callable[["_Slot"], torch.Tensor]) -> None:
-        """The model's half of a step: unmask the new position, run the model on the last
-        tokens, keep the logits."""
-        self.mask.index_fill_(3, self.pos, self.attend)
-        self.logits.copy_(forward(self))
-        self.pos += 1
-        self.positions += 1
-
-    def choose(self, sampled: bool) -> None:
-        """The sampler's half: each row's token from :attr:`logits`, recorded at the step."""
-        logits = self.logits
-        chosen = logits.argmax(dim=-1)
-        if sampled:
-            draws = self.draws.index_select(1, self.step)[:, 0]
-            drawn = sample_rows(logits, self.temperature, self.top_p, draws)
-            chosen = torch.where(self.greedy, chosen, drawn)
-        self.out.index_copy_(1, self.step, chosen[:, None])
-        made = self.step + 1
-        eos = (chosen[:, None] == self.eos[None, :]).any(dim=-1) & self.watch_eos
-        ends = ((self.max_tokens <= made) | eos) & (self.ended == 0)
-        self.ended.copy_(torch.where(ends, made, self.ended))
-        self.tokens.copy_(chosen[:, None])
-        self.step += 1
-
-    def blank(self) -> None:
-        """A state a capture may step from (it writes the first positions)."""
-        self.cache.reset()
-        self.mask.fill_(self.masked)
-        for tensor in (self.pos, self.step, self.positions, self.ended):
-            tensor.zero_()
-        self.max_tokens.fill_(self.length)
-
-    def load(self, batch: _Batch, prefill: list[tuple[torch.Tensor, torch.Tensor]],
-             mask: torch.Tensor) -> None:
-        """Start ``batch`` from its prefill (keys/values per layer, the prompts' 2D mask)."""
-        real, width = mask.shape
-        self.cache.reset()
-        for layer, (keys, values) in zip(self.layers, prefill, strict=True):
-            layer.keys[:real, :, :width].copy_(keys)
-            layer.values[:real, :, :width].copy_(values)
-            layer.cumulative_length.fill_(width)
-        self.mask.fill_(self.masked)
-        self.mask[:real, 0, 0, :width].masked_fill_(mask.bool(), self.attend)
-        self.mask[real:, 0, 0, 0] = self.attend  # padding rows attend somewhere: no NaN
-        self.positions.zero_()
-        self.positions[:real, 0] = mask.sum(dim=1)
-        self.pos.fill_(width)
-        self.step.zero_()
-        self.ended.zero_()
-        self.draws.copy_(_fit(batch.draws, self.length))
-        for name, (settings, padding) in _row_settings(batch.rows).items():
-            buffer: torch.Tensor = getattr(self, name)
-            buffer.fill_(padding)
-            buffer[:real] = torch.tensor(settings, dtype=buffer.dtype)
-
-    def take(self, old: "_Slot", batch: _Batch) -> None:
-        """Continue ``old``'s batch in this longer cache."""
-        self.cache.reset()
-        for new, former in zip(self.layers, old.layers, strict=True):
-            new.keys[:, :, :old.length].copy_(former.keys)
-            new.values[:, :, :old.length].copy_(former.values)
-            new.cumulative_length.copy_(former.cumulative_length)
-        self.mask.fill_(self.masked)
-        self.mask[..., :old.length].copy_(old.mask)
-        self.out[:, :old.length].copy_(old.out)
-        for name in (*self.ROW_BUFFERS, "pos", "step"):
-            getattr(self, name).copy_(getattr(old, name))
-        self.draws.copy_(_fit(batch.draws, self.length))
-
-
-def _row_settings(rows: list[DecodeRow]) -> dict[str, tuple[list[Any], float | bool]]:
-    """Each per-row buffer's values for ``rows`` and for the padding rows after them (which
-    end at once: greedy, one token)."""
-    return {
-        "temperature": ([r.temperature if r.temperature > 0 else 1.0 for r in rows], 1.0),
-        "top_p": ([r.top_p for r in rows], 1.0),
-        "greedy": ([r.temperature <= 0 for r in rows], True),
-        "max_tokens": ([r.max_tokens for r in rows], 1),
-        "watch_eos": ([not r.ignore_eos for r in rows], False),
-    }
-
-
-def _fit(draws: torch.Tensor, width: int) -> torch.Tensor:
-    """``draws`` cut or zero-padded to ``width`` columns."""
-    fitted = torch.zeros((draws.shape[0], width))
-    columns = min(width, draws.shape[1])
-    fitted[:, :columns] = draws[:, :columns]
-    return fitted
 
 
 @dataclass
@@ -285,7 +130,7 @@ class DecodeStats:
 class _Snapshot:
     """Steps ``first + 1 .. last``'s tokens and the rows' ends, on their way to the host."""
 
-    def __init__(self, slot: _Slot, first: int, last: int) -> None:
+    def __init__(self, slot: Slot, first: int, last: int) -> None:
         self.first = first
         data = torch.cat([slot.out[:, first:last], slot.ended[:, None]], dim=1)
         self.data = data.to("cpu", non_blocking=True)
@@ -316,8 +161,12 @@ class Decoder:
         parameters = inspect.signature(model.forward).parameters
         self.cache_arg = "cache" if "cache" in parameters else "past_key_values"
         self.keep_logits = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
+        self.attention = None  # the model's own; sdpa models step with the grouped one
+        if model.config._attn_implementation == "sdpa":
+            register_grouped_attention()
+            self.attention = GROUPED_ATTENTION
         self.stats = DecodeStats()
-        self._slots: OrderedDict[tuple[int, int], _Slot] = OrderedDict()
+        self._slots: OrderedDict[tuple[int, int], Slot] = OrderedDict()
         self._failed: set[str] = set()  # graph kinds that would not capture
         self._pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self._layers = self._probe()
@@ -354,7 +203,7 @@ class Decoder:
         count = self._rows(len(rows))
         seeds = [row.seed for row in rows] + [0] * (count - len(rows))
         counts = [row.max_tokens if row.temperature > 0 else 0 for row in rows]
-        batch = _Batch(rows, mask.shape[1], steps,
+        batch = Batch(rows, mask.shape[1], steps,
                        row_draws(seeds, counts + [0] * (count - len(rows)), steps), sampled)
         slot = self._slot(count, _bucket(batch.width + min(steps, self.first_room), MIN_LENGTH))
         self._prepare(slot, sampled)
@@ -397,13 +246,14 @@ class Decoder:
         layers = [(layer.keys, layer.values) for layer in cache.layers]
         return out.logits[:, -1].float(), layers, mask
 
-    def _forward(self, slot: _Slot) -> torch.Tensor:
-        out = self.model(input_ids=slot.tokens, attention_mask=slot.mask,
-                         position_ids=slot.positions, use_cache=True,
-                         **{self.cache_arg: slot.cache})
+    def _forward(self, slot: Slot) -> torch.Tensor:
+        with attention(self.model.config, self.attention):
+            out = self.model(input_ids=slot.tokens, attention_mask=slot.mask,
+                             position_ids=slot.positions, use_cache=True,
+                             **{self.cache_arg: slot.cache})
         return out.logits[:, -1]
 
-    def _slot(self, rows: int, length: int) -> _Slot:
+    def _slot(self, rows: int, length: int) -> Slot:
         """The cache for this shape, made (evicting the least recently used) if missing."""
         key = (rows, length)
         if key in self._slots:
@@ -412,11 +262,11 @@ class Decoder:
         need = self._row_position_bytes * rows * length
         while self._slots and sum(s.nbytes for s in self._slots.values()) + need > self.budget:
             self._slots.popitem(last=False)
-        slot = _Slot(self.model, rows, length, self._layers, self.eos)
+        slot = Slot(self.model, rows, length, self._layers, self.eos)
         self._slots[key] = slot
         return slot
 
-    def _prepare(self, slot: _Slot, sampled: bool) -> None:
+    def _prepare(self, slot: Slot, sampled: bool) -> None:
         """Capture the slot's graphs this batch needs, if not yet there (CUDA only)."""
         if not self.use_graphs:
             return
@@ -427,7 +277,7 @@ class Decoder:
             if kind not in slot.graphs and kind not in self._failed:
                 self._capture(slot, kind, step)
 
-    def _capture(self, slot: _Slot, kind: str, step: Callable[[], None]) -> None:
+    def _capture(self, slot: Slot, kind: str, step: Callable[[], None]) -> None:
         started = time.perf_counter()
         slot.blank()
         stream = torch.cuda.Stream(device=self.device)
@@ -449,21 +299,21 @@ class Decoder:
         self.stats.graph_captures += 1
         self.stats.capture_seconds += time.perf_counter() - started
 
-    def _feed(self, slot: _Slot) -> None:
+    def _feed(self, slot: Slot) -> None:
         graph = slot.graphs.get("feed")
         if graph is not None:
             graph.replay()
         else:
             slot.feed(self._forward)
 
-    def _choose(self, slot: _Slot, sampled: bool) -> None:
+    def _choose(self, slot: Slot, sampled: bool) -> None:
         graph = slot.graphs.get("sampled" if sampled else "greedy")
         if graph is not None:
             graph.replay()
         else:
             slot.choose(sampled)
 
-    def _loop(self, slot: _Slot, batch: _Batch, watch: StepWatch) -> list[list[int]]:
+    def _loop(self, slot: Slot, batch: Batch, watch: StepWatch) -> list[list[int]]:
         """Step until every row ended, looking at the host every ``sync_every`` steps; on a
         GPU the watch reads one chunk of steps while the device already runs the next."""
         real, overlap = len(batch.rows), self.device.type == "cuda"
@@ -490,7 +340,7 @@ class Decoder:
                 return tokens
             pending = following
 
-    def _advance(self, slot: _Slot, batch: _Batch, made: int, count: int) -> _Slot:
+    def _advance(self, slot: Slot, batch: Batch, made: int, count: int) -> Slot:
         """``count`` steps from ``made`` tokens a row, moving to a longer cache when full."""
         for position in range(batch.width + made - 1, batch.width + made - 1 + count):
             if position >= slot.length:
@@ -500,7 +350,7 @@ class Decoder:
         self.stats.steps += count
         return slot
 
-    def _grow(self, slot: _Slot, batch: _Batch) -> _Slot:
+    def _grow(self, slot: Slot, batch: Batch) -> Slot:
         longer = self._slot(slot.rows, 2 * slot.length)
         self._prepare(longer, batch.sampled)
         longer.take(slot, batch)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from vtbench.models.decoding import StepWatch, left_pad, row_draws, sample_rows
+from vtbench.models.decoding import StepWatch, left_pad, row_draws
+from vtbench.models.static_cache import sample_rows
 
 if TYPE_CHECKING:
     from vtbench.models.batching import GenerationRequest
