@@ -1,6 +1,6 @@
 """``vtbench prepare`` writing to a log file or pipe: progress a reader can follow."""
 
-from vtbench.cli.prepare import log_reporter
+from vtbench.prepare.progress import log_reporter
 
 
 def test_a_log_gets_each_new_line_once_and_only_every_hundredth_step() -> None:

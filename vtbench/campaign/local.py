@@ -10,7 +10,6 @@ episode shares is not stopped and started again between two episodes.
 """
 
 import os
-import re
 import socket
 import time
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from vtbench.episode.grader_process import running_grader
 from vtbench.errors import NotPrepared
 from vtbench.gpus import host_gpus
 from vtbench.prepare import load_prepared, prepare_task
+from vtbench.prepare.progress import log_reporter
 from vtbench.tasks import find_task
 
 CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"),
@@ -84,25 +84,9 @@ def prepare_missing(tasks: Sequence[str], sandbox: str, progress: CampaignProgre
         except NotPrepared as err:
             progress.line(f"{err}: preparing it (once, before its episodes)")
         started = time.monotonic()
-        prepare_task(task, report=PrepareReporter(progress), sandbox=sandbox)
+        prepare_task(task, report=log_reporter(lambda text: progress.line(f"prepare {text}")),
+                     sandbox=sandbox)
         progress.line(f"task {task.id} prepared in {time.monotonic() - started:.0f} s")
-
-
-class PrepareReporter:
-    """Preparation progress as log lines: of the training steps only the first, every
-    hundredth and the last; no line repeating the one before it."""
-
-    def __init__(self, progress: CampaignProgress) -> None:
-        self.progress = progress
-        self.last: dict[str, str] = {}
-
-    def __call__(self, job: str, line: str) -> None:
-        step = re.match(r"step (\d+)/(\d+)", line)
-        if step and (int(step[1]) - 1) % 100 and step[1] != step[2]:
-            return
-        if self.last.get(job) != line:
-            self.last[job] = line
-            self.progress.line(f"prepare {job}: {line}")
 
 
 class LocalExecutor:

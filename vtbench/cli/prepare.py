@@ -1,6 +1,5 @@
 """``vtbench prepare``, ``vtbench eval`` and ``vtbench pretrain``: the operator's side."""
 
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from rich.progress import (
 
 from vtbench.cli.output import console, err_console, print_json, print_table
 from vtbench.errors import VtbenchError
+from vtbench.prepare.progress import log_reporter
 from vtbench.tasks import Task, builtin_tasks, find_task
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
@@ -38,23 +38,6 @@ SCORE_COLUMNS = ["task", "init val", "init test", "ref val", "ref test",
 """Beyond the first five: val means of the initial system with one component's change
 (only X) and of the reference with one change reverted (ref -X); '-' where not measured.
 A task prepared from another version of it is marked stale."""
-
-
-def log_reporter(write: Callable[[str], None]) -> Callable[[str, str], None]:
-    """Progress for a log file or pipe: each job's lines as ``job: line``, but of the
-    training steps only the first, every hundredth and the last, and no line repeating the
-    one before it (an evaluation reports its count until it moves)."""
-    last: dict[str, str] = {}
-
-    def report(job: str, line: str) -> None:
-        step = re.match(r"step (\d+)/(\d+)", line)
-        if step and (int(step[1]) - 1) % 100 and step[1] != step[2]:
-            return
-        if last.get(job) != line:
-            last[job] = line
-            write(f"{job}: {line}")
-
-    return report
 
 
 def prepare(
