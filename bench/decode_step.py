@@ -54,6 +54,7 @@ class PathResult:
     warmup_s: float  # the untimed first batches (graph capture included)
     capture_s: float
     captures: int
+    capture_failures: int  # kinds of graph that would not capture (their steps ran eagerly)
     tokens: list[list[int]]  # each row's tokens in the last timed batch
 
 
@@ -82,7 +83,8 @@ def measure(model: torch.nn.Module, static: bool, args: argparse.Namespace) -> P
     steps = args.tokens - max(1, args.tokens // 8)
     return PathResult(long_s, 1000 * long_s / args.tokens,
                       1000 * (long_s - short_s) / steps if steps else float("nan"), warmup,
-                      captured, engine.stats.graph_captures, tokens)
+                      captured, engine.stats.graph_captures, engine.stats.graph_failures,
+                      tokens)
 
 
 def main() -> None:
@@ -105,7 +107,8 @@ def main() -> None:
     for path, r in results.items():
         print(f"{path:>8}: {r.seconds:.3f} s a batch, {r.per_step_ms:.2f} ms a step "
               f"(marginal {r.marginal_ms:.2f} ms); first batches {r.warmup_s:.2f} s, "
-              f"{r.captures} graphs captured in {r.capture_s:.2f} s")
+              f"{r.captures} graphs captured in {r.capture_s:.2f} s"
+              + (f", {r.capture_failures} kinds failed to capture" if r.capture_failures else ""))
     slow, fast = results["generate"], results["static"]
     agree = sum(a == b for a, b in zip(slow.tokens, fast.tokens, strict=True))
     print(f"generate / static per step: {slow.per_step_ms / fast.per_step_ms:.2f} "

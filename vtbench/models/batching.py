@@ -113,6 +113,8 @@ class EngineStats:
     """Batches decoded through the static cache (:mod:`vtbench.models.decoding`)."""
     graph_captures: int = 0
     capture_seconds: float = 0.0
+    graph_failures: int = 0
+    """Kinds of graph that would not capture (their steps run eagerly)."""
 
 
 class TextCodec:
@@ -313,6 +315,7 @@ class BatchEngine:
         self.stats.static_batches += 1
         self.stats.graph_captures = decoder.stats.graph_captures
         self.stats.capture_seconds = decoder.stats.capture_seconds
+        self.stats.graph_failures = decoder.stats.graph_failures
         return new
 
     def _static_decoder(self, rows: "list[DecodeRow]",

@@ -227,7 +227,8 @@ class Decoder:
 
         cache: Any = DynamicCache(config=self.model.config)
         token = torch.full((1, 1), self.pad_id, dtype=torch.long, device=self.device)
-        self.model(input_ids=token, use_cache=True, **{self.cache_arg: cache})
+        with torch.no_grad():
+            self.model(input_ids=token, use_cache=True, **{self.cache_arg: cache})
         return [(layer.keys[:1, :, :1].clone(), layer.values[:1, :, :1].clone())
                 for layer in cache.layers]
 
@@ -290,7 +291,7 @@ class Decoder:
         try:
             with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
                 step()
-        except RuntimeError:  # an operation a graph cannot hold: this kind runs eagerly
+        except Exception:  # an operation a graph cannot hold: this kind runs eagerly
             self._failed.add(kind)
             self.stats.graph_failures += 1
             torch.cuda.synchronize(self.device)
