@@ -200,11 +200,11 @@ class Decoder:
         logits, prefill, mask = self._prefill([row.prompt_ids for row in rows])
         steps = max(row.max_tokens for row in rows)
         sampled = any(row.temperature > 0 for row in rows)
-        count = self._rows(len(rows))
-        seeds = [row.seed for row in rows] + [0] * (count - len(rows))
-        counts = [row.max_tokens if row.temperature > 0 else 0 for row in rows]
-        batch = Batch(rows, mask.shape[1], steps,
-                       row_draws(seeds, counts + [0] * (count - len(rows)), steps), sampled)
+        count, padding = self._rows(len(rows)), [0] * (self._rows(len(rows)) - len(rows))
+        draws = row_draws([row.seed for row in rows] + padding,
+                          [row.max_tokens if row.temperature > 0 else 0 for row in rows] + padding,
+                          steps)
+        batch = Batch(rows, mask.shape[1], steps, draws, sampled)
         slot = self._slot(count, _bucket(batch.width + min(steps, self.first_room), MIN_LENGTH))
         self._prepare(slot, sampled)
         slot.load(batch, prefill, mask)
