@@ -10,8 +10,8 @@ only ``gap_s``, so the last rows of a workload sent all at once do not sit out t
 Then it decodes all of them together: through a static KV cache and a decoding step captured
 as a CUDA graph (:mod:`vtbench.models.decoding`) where that path serves the model and the
 batch, else, and for any batch with a request for logprobs, through one left-padded
-``generate`` (:mod:`vtbench.models.hf_generate`): the same tokens on a CPU, and on a GPU up
-to rounding at near ties.
+``generate`` (:mod:`vtbench.models.hf_generate`): the same tokens up to float rounding at
+near ties (the static cache attends over masked empty positions).
 Guarantees:
 
 - a request with ``n`` samples is ``n`` rows; requests with different sampling settings
