@@ -3,6 +3,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from vtbench.agents.reference_agent import SUBMIT_MARGIN_S
 from vtbench.episode.record import EpisodeRecord
 from vtbench.episode.runner import RunOptions, run_episode
@@ -107,3 +109,15 @@ def test_the_record_says_what_the_episode_ran_with(
     assert made.sandbox_limits == cgroup_limits().mode and not made.weak_limits_allowed
     assert made.sandbox_limits_detail == cgroup_limits().describe()
 
+
+
+def test_a_task_that_needs_more_gpus_than_the_host_has_is_refused_at_once(
+        tmp_path: Path) -> None:
+    from tests.episode.conftest import quick_copy, substitute
+    from vtbench.gpus import GpusUnavailable
+
+    task = quick_copy(tmp_path, "arith")
+    substitute(task / "task.toml", r"^cpus = 1", "cpus = 1\ngpus = 1")
+    with pytest.raises(GpusUnavailable, match="needs 1 GPU"):
+        run_episode(RunOptions(task=str(task), agent="noop", out=tmp_path / "runs"))
+    assert not (tmp_path / "runs").exists()

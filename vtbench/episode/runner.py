@@ -39,7 +39,7 @@ from vtbench.episode.record import EpisodeRecord
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
 from vtbench.episode.timesplit import TimeSplit, close
 from vtbench.errors import VtbenchError
-from vtbench.gpus import GpuAllocator
+from vtbench.gpus import GpuAllocator, GpusUnavailable, host_gpus
 from vtbench.grader.tokens import operator_token
 from vtbench.layout import EpisodePaths
 from vtbench.models.base import resolve_base
@@ -234,7 +234,9 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
             return record, episode.record
         prepared = None
     else:
-        prepared = load_prepared(find_task(options.task))
+        task = find_task(options.task)
+        refuse_missing_gpus(task)
+        prepared = load_prepared(task)
         episode, record = start_episode(prepared, options, events, began)
     disk = WorkspaceDisk(episode.workspace)
     try:
@@ -244,6 +246,15 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
     finally:
         disk.detach()
     return record, episode.record
+
+
+def refuse_missing_gpus(task: Task) -> None:
+    """Refuse at once a task that asks for more GPUs than this host may hand out."""
+    wanted, present = task.spec.resources.gpus, len(host_gpus())
+    if wanted > present:
+        raise GpusUnavailable(f"task {task.id} needs {wanted} GPU(s); this host has {present} "
+                              f"that vtbench may use", hint="run it on a GPU host "
+                              "($VTBENCH_GPUS and `vtbench grader gpus` show which)")
 
 
 def find_prepared(state: dict[str, Any]) -> PreparedTask:
