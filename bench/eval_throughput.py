@@ -111,6 +111,10 @@ def main() -> None:
     eval_seconds = time.perf_counter() - started
     agree = sum(a == (i.output or "") for a, i in zip(baseline, result.instances, strict=True))
     n, timings = len(items), result.timings
+    failed = [i.error for i in result.instances if i.error]
+    if result.error or failed or not timings["generation"]:
+        raise SystemExit(f"the evaluation did not generate: {result.error or ''} "
+                         f"{len(failed)} instance errors, e.g. {failed[:1]}")
     print(f"direct generate ({args.device}, batch {args.batch}): {n / direct_seconds:.1f} "
           f"instances/s ({direct_seconds:.1f} s); {direct_use.summary()}")
     print(f"vtbench eval:    {n / eval_seconds:.1f} instances/s ({eval_seconds:.1f} s; "

@@ -130,9 +130,13 @@ def _delegate(base: Path, wanted: set[str], is_root: bool) -> set[str]:
             for pid in (base / "cgroup.procs").read_text().split():
                 with contextlib.suppress(OSError):
                     (leaf / "cgroup.procs").write_text(pid)
-        try:
-            (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
-        except OSError:
+        refused = False
+        for controller in sorted(missing):  # one at a time: one refusal blocks no other
+            try:
+                (base / "cgroup.subtree_control").write_text(f"+{controller}")
+            except OSError:
+                refused = True
+        if refused:
             time.sleep(0.01)  # a process forked into base meanwhile: move it too
         missing = wanted - _words(base / "cgroup.subtree_control")
     return wanted & _words(base / "cgroup.subtree_control")
