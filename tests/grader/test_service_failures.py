@@ -53,6 +53,32 @@ def test_a_trusted_scorer_that_raises_is_refunded_and_its_traceback_kept_for_the
     assert "ScorerError" in failure["detail"]["traceback"]
 
 
+@pytest.mark.slow  # one real test scoring, twice
+def test_a_scorer_that_raises_on_the_submission_leaves_it_pending_with_the_traceback_kept(
+    grader: GraderProcess, small_task: Path, workspace: Path
+) -> None:
+    scorer = small_task / "scorer.py"
+    honest = scorer.read_text()
+    scorer.write_text(honest.replace('hidden = item["label"]["hidden"]',
+                                     'raise KeyError("scorer bug")'))
+    grader.start()
+    agent = grader.client(grader.create_episode(small_task, workspace, validations=5))
+    assert agent.post("/v1/submission", json={"model": "models/good"}).status_code == 200
+    episode = agent.get("/v1/status").json()["episode"]
+    operator = grader.operator_client()
+    failed = operator.post(f"/v1/operator/episodes/{episode}/finish")
+    assert failed.status_code == 503 and "finish again" in failed.json()["error"]
+    (failure,) = [e for e in Ledger().events(episode) if e["kind"] == "grader_failure"]
+    assert failure["detail"]["stage"] == "submission scoring"
+    assert "scorer bug" in failure["detail"]["traceback"]
+    assert Ledger().submission(episode).state == "pending"
+    scorer.write_text(honest)  # the operator fixes the scorer and restarts the grader
+    grader.stop()
+    grader.start()
+    scored = grader.operator_client().post(f"/v1/operator/episodes/{episode}/finish").json()
+    assert scored["state"] == "scored" and scored["test_score"] is not None
+
+
 def deep_header(folder: Path) -> str:
     header = ('{"__metadata__": ' + "[" * 50_000 + "]" * 50_000 + "}").encode()
     name = "model.safetensors"
