@@ -130,18 +130,18 @@ def limit_disk(episode: Episode, task: Task, events: Events) -> None:
                f"{resources.max_file_gb:g} GB are cut off")
 
 
-def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient,
+def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: GraderClient,
               sockets: dict[str, Path], options: RunOptions, events: Events,
               began: float) -> tuple[str, float]:
     """Run the agent in its sandbox, on the task's GPUs, until it exits, submits or
     reaches the deadline; returns why it stopped and when its last interval ended.
     ``sockets``: the grader's and, for LLM agents, the gateway's; ``began``: when this
     runner started (its set-up until the agent starts is its own time)."""
-    state = episode.state()
-    task, agent = find_prepared(state).task, get_agent(record.agent)
+    state, agent = episode.state(), get_agent(record.agent)
     elapsed = time.time() - datetime.fromisoformat(record.started_at).timestamp()
     remaining = record.budget_minutes * 60 - elapsed
     if remaining <= 0:
+        record.spent.runner_seconds += time.time() - began
         return "deadline", time.time()
     context = AgentContext(task=task.id, seed=record.seed, budget_minutes=record.budget_minutes,
                            prompt=PROMPT, model=options.model,
@@ -162,18 +162,19 @@ def run_agent(episode: Episode, record: EpisodeRecord, client: GraderClient,
         audit(task, [mount.source for mount in spec.mounts])
         deadline = {DEADLINE_ENV: str(int(time.time() + remaining))}
         spec = spec.model_copy(update={"env": {**spec.env, **deadline}})
-        record.spent.runner_seconds += time.time() - began
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
                                                      stdout=output, stderr=output)
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
-        return watch(process, client, state["episode"], record, events)
+        return watch(process, client, state["episode"], record, events, began)
 
 
 def watch(process: SandboxProcess, client: GraderClient, episode_id: str,
-          record: EpisodeRecord, events: Events) -> tuple[str, float]:
+          record: EpisodeRecord, events: Events, began: float) -> tuple[str, float]:
     """Follow the agent until it exits, submits (then stop it) or reaches the deadline;
-    returns why, and when the agent's last counted interval ended."""
+    returns why, and when the agent's last counted interval ended. The runner's time from
+    ``began`` until the agent's first interval is its own (set-up, the sandbox's start)."""
     seen, split = 0, TimeSplit(process.pid, record.spent)
+    record.spent.runner_seconds += split.last - began
     while process.poll() is None:
         time.sleep(1.0)
         history = client.history(episode_id)
@@ -232,7 +233,7 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
         if record.status == "finished":
             WorkspaceDisk(episode.workspace).settle()
             return record, episode.record
-        prepared = None
+        prepared = prepared_by_id(record.task, record.provenance.task_digest)
     else:
         task = find_task(options.task)
         refuse_missing_gpus(task)
@@ -257,31 +258,22 @@ def refuse_missing_gpus(task: Task) -> None:
                               "($VTBENCH_GPUS and `vtbench grader gpus` show which)")
 
 
-def find_prepared(state: dict[str, Any]) -> PreparedTask:
-    """The episode's task from the runner's state: its id and the digest it started with."""
-    return prepared_by_id(state["task"], state["digest"])
-
-
 def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
-                events: Events, began: float,
-                prepared: PreparedTask | None = None) -> EpisodeRecord:
-    """From the grader's episode to the finished record (``prepared``: the task, None when
-    resuming an episode whose state names it)."""
+                events: Events, began: float, prepared: PreparedTask) -> EpisodeRecord:
+    """From the grader's episode to the finished record."""
     with running_grader(options.sandbox) as grader:
         events(f"grader log: {grader_log()}")
         client = GraderClient(grader, operator_token())
         if not episode.runner_state.exists():
-            assert prepared is not None, "a new episode has its prepared task"
             grant = client.create_episode(prepared.id, prepared.digest, episode.workspace)
-            episode.save_state({"episode": grant.episode, "token": grant.token,
-                                "task": prepared.id, "digest": prepared.digest})
-        agent, task = get_agent(record.agent), find_prepared(episode.state()).task
+            episode.save_state({"episode": grant.episode, "token": grant.token})
+        agent, task = get_agent(record.agent), prepared.task
         try:
             with episode_gateway(agent.needs_gateway, options.gateway_config, agent.name,
                                  record.episode_id, task.spec.budgets, episode.folder) as gateway:
                 sockets = {"grader": grader, **({"gateway": gateway} if gateway else {})}
-                reason, agent_ended = run_agent(episode, record, client, sockets, options,
-                                                events, began)
+                reason, agent_ended = run_agent(episode, record, task, client, sockets,
+                                                options, events, began)
         except VtbenchError:
             record.status = "failed"
             episode.save(record)
