@@ -95,7 +95,7 @@ def test_parallel_trainings_count_once_and_the_time_split_adds_up_to_the_wall_ti
     total = (spent.agent_seconds + spent.training_seconds + spent.grading_seconds
              + spent.runner_seconds)
     assert spent.unaccounted_seconds == round(spent.wall_seconds - total, 1)
-    assert abs(spent.unaccounted_seconds) <= 0.05 * spent.wall_seconds
+    assert abs(spent.unaccounted_seconds) <= 0.05 * spent.wall_seconds, spent
 
 
 def test_the_record_says_what_the_episode_ran_with(

@@ -27,12 +27,11 @@ from vtbench.tasks.registry import import_file
 
 # ------------------------------------------------------------------ the harnesses
 
-def test_the_initial_harness_reads_python_calls_and_nothing_else() -> None:
-    sys.path.insert(0, str(TASK.root / "public" / "harness"))
-    try:
-        run = import_file(TASK.root / "public" / "harness" / "run.py", "bfcl_initial_t")
-    finally:
-        sys.path.remove(str(TASK.root / "public" / "harness"))
+def test_the_initial_harness_reads_python_calls_and_nothing_else(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(TASK.root / "public" / "harness"))
+    monkeypatch.delitem(sys.modules, "client", raising=False)
+    run = import_file(TASK.root / "public" / "harness" / "run.py", "bfcl_initial_t")
     assert run.parse_calls("[math.floor(x=2.5), f(a='b')]") == [
         {"math.floor": {"x": 2.5}}, {"f": {"a": "b"}}]
     assert run.parse_calls("Sure: [f(a=1)] done") == [{"f": {"a": 1}}]

@@ -321,6 +321,7 @@ def harness(monkeypatch):
     from vtbench.tasks.registry import import_file
 
     monkeypatch.syspath_prepend(str(TASK.root / "public" / "harness"))
+    monkeypatch.delitem(sys.modules, "client", raising=False)
     return import_file(TASK.root / "reference_harness" / "run.py", "humaneval_ref_harness")
 
 

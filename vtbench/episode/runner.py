@@ -97,8 +97,6 @@ def start_episode(prepared: PreparedTask, options: RunOptions, events: Events,
                   began: float) -> tuple[Episode, EpisodeRecord]:
     task = prepared.task
     agent = get_agent(options.agent)
-    if agent.needs_gateway:
-        config_path(options.gateway_config, agent.name)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     slug = options.agent.replace("command:", "command-").replace("/", "_").replace(" ", "_")[:40]
     episode = Episode(options.out.resolve() / f"{task.id}-{slug}-s{options.seed}-{stamp}")
@@ -237,6 +235,7 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
     else:
         task = find_task(options.task)
         refuse_missing_gpus(task)
+        refuse_unconfigured_agent(options)
         prepared = load_prepared(task)
         episode, record = start_episode(prepared, options, events, began)
     disk = WorkspaceDisk(episode.workspace)
@@ -256,6 +255,13 @@ def refuse_missing_gpus(task: Task) -> None:
         raise GpusUnavailable(f"task {task.id} needs {wanted} GPU(s); this host has {present} "
                               f"that vtbench may use", hint="run it on a GPU host "
                               "($VTBENCH_GPUS and `vtbench grader gpus` show which)")
+
+
+def refuse_unconfigured_agent(options: RunOptions) -> None:
+    """Refuse at once an LLM agent whose gateway has no configuration."""
+    agent = get_agent(options.agent)
+    if agent.needs_gateway:
+        config_path(options.gateway_config, agent.name)
 
 
 def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
