@@ -9,9 +9,11 @@ What Ray does not do by itself (measured facts in the project's Ray notes), this
   named in the refusal. All of this happens before the campaign folder is written.
 - An episode runs on its node exactly as on the local executor
   (:mod:`vtbench.campaign.attempt`): its own process and session, killed when the Ray
-  worker running it dies, the rest of its process group killed when it ends, the node's
-  grader shared by the node's episodes (``vtbench run`` uses ``running_grader``). Ray's own
+  worker running it dies, the rest of its process group killed when it ends. Ray's own
   retries are off: the campaign's ledger retries.
+- Each node that can run an episode holds its grader for the whole campaign, as the local
+  executor holds the host's: an actor pinned to the node (:class:`NodeGrader`) starts it
+  or joins the one running, so an episode never pays a grader's start and stop.
 - The episode folder is made in a scratch folder of the node (under its ``$VTBENCH_HOME``)
   and comes back as a tar archive, unpacked into the campaign folder (links that leave the
   folder, device files and the like are skipped; the snapshot repository is pointed at the
@@ -22,6 +24,7 @@ What Ray does not do by itself (measured facts in the project's Ray notes), this
   never called: it kills Ray processes machine-wide, not only ours.
 """
 
+import contextlib
 import hashlib
 import io
 import os
@@ -49,15 +52,19 @@ from vtbench.campaign.local import Capacity
 from vtbench.campaign.plan import Plan, PlannedEpisode
 from vtbench.campaign.progress import CampaignProgress
 from vtbench.episode.disk import WorkspaceDisk
+from vtbench.episode.grader_process import running_grader
 from vtbench.errors import MissingDependency, VtbenchError
 from vtbench.layout import EpisodePaths
 from vtbench.prepare import load_prepared
+from vtbench.sandbox import ALLOW_WEAK_LIMITS_ENV
 from vtbench.tasks import find_task
 
 QUIET_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/"}
 """Set before Ray is imported: no usage statistics, and their address is the loopback."""
 ANSWER_SECONDS = 5.0
 PRIVATE_OBJECT_STORE_BYTES = 100_000_000
+RELEASE_SECONDS = 30.0
+"""How long closing waits for the nodes' graders to be let go (and stopped, if unused)."""
 
 
 def answers(address: str) -> None:
@@ -163,6 +170,33 @@ def rehome_snapshots(episode: EpisodePaths) -> None:
                         str(episode.workspace)], check=True, capture_output=True)
 
 
+def pinned(node: dict[str, Any]) -> dict[str, Any]:
+    """Ray options that run a task or an actor on ``node`` (and nowhere else), using no CPU."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {"num_cpus": 0,
+            "scheduling_strategy": NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)}
+
+
+class NodeGrader:
+    """A Ray actor pinned to one node: holds that node's grader (started, or joined where one
+    runs) from its creation until :meth:`release`, or until it dies with the campaign's
+    driver, when the kernel drops its claim."""
+
+    def __init__(self, sandbox: str, allow_weak_limits: bool) -> None:
+        if allow_weak_limits:  # the grader's sandboxes read it, as the driver's do
+            os.environ[ALLOW_WEAK_LIMITS_ENV] = "1"
+        self.held = contextlib.ExitStack()
+        self.socket = self.held.enter_context(running_grader(sandbox))
+
+    def ready(self) -> str:
+        """The node's grader socket, once the grader answers."""
+        return str(self.socket)
+
+    def release(self) -> None:
+        self.held.close()
+
+
 class RayExecutor:
     """Episodes as Ray tasks on a cluster (or on a private single-node Ray)."""
 
@@ -173,6 +207,9 @@ class RayExecutor:
         self.ray: Any = None
         self.capacity = Capacity(cpus=0, gpus=0, memory_gb=0.0)
         self.refs: dict[Any, tuple[str, CampaignFolder, float]] = {}
+        self.runners: list[dict[str, Any]] = []
+        """The alive nodes that fit at least one planned episode."""
+        self.graders: list[Any] = []
 
     def check(self, plan: Plan) -> None:
         if self.address is not None:
@@ -191,14 +228,12 @@ class RayExecutor:
                     f"{episode.memory_gb:g} GB on one node; no node of the Ray cluster has that",
                     hint="add such a node, or lower the task's [resources]")
             self.check_prepared(episode, fitting)
+            self.runners += [node for node in fitting if node not in self.runners]
 
     def check_prepared(self, episode: PlannedEpisode, nodes: list[dict[str, Any]]) -> None:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
         probe = self.ray.remote(probe_prepared)
-        answers_by_node = self.ray.get([probe.options(
-            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
-                node["NodeID"], soft=False)).remote([episode.task]) for node in nodes])
+        answers_by_node = self.ray.get([probe.options(**pinned(node)).remote([episode.task])
+                                        for node in nodes])
         for node, found in zip(nodes, answers_by_node, strict=True):
             if found[episode.task] is not None:
                 raise PlanError(f"Ray node {node['NodeManagerAddress']} "
@@ -222,6 +257,12 @@ class RayExecutor:
         nodes = [node for node in self.ray.nodes() if node["Alive"]]
         progress.line(f"Ray cluster: {len(nodes)} nodes, {self.capacity.cpus} CPUs, "
                       f"{self.capacity.gpus} GPUs, {self.capacity.memory_gb:.1f} GB")
+        holder = self.ray.remote(NodeGrader)
+        self.graders = [holder.options(**pinned(node)).remote(plan.sandbox,
+                                                             plan.allow_weak_limits)
+                        for node in self.runners]
+        self.ray.get([grader.ready.remote() for grader in self.graders])
+        progress.line(f"graders ready on {len(self.graders)} nodes")
 
     def can_start(self, running: Sequence[PlannedEpisode], episode: PlannedEpisode) -> bool:
         return self.capacity.fits(running, episode)
@@ -263,6 +304,10 @@ class RayExecutor:
         for ref in self.refs:
             self.ray.cancel(ref, force=True)
         self.refs.clear()
+        with contextlib.suppress(self.ray.exceptions.RayError):
+            self.ray.get([grader.release.remote() for grader in self.graders],
+                         timeout=RELEASE_SECONDS)
+        self.graders.clear()
         self.ray.shutdown()
         self.ray = None
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.campaign.episodes.conftest import campaign_file, rows, shape, vtbench
+from vtbench import layout
 from vtbench.campaign.attempt import record_of
 
 pytest.importorskip("ray")
@@ -74,3 +75,23 @@ def test_a_campaign_on_a_two_node_ray_cluster_ends_as_on_the_local_executor(
         assert (folder / "workspace" / "TASK.md").is_file()
     report = vtbench("campaign", "report", str(tmp_path / "ray"), "--json")
     assert report.returncode == 0 and '"agent": "noop"' in report.stdout, report.stderr
+
+
+def grader_starts() -> int:
+    """Graders started so far in this module's private store (each logs where it evaluates)."""
+    log = layout.grader_home() / "grader.log"
+    return log.read_text().count("evaluating on") if log.exists() else 0
+
+
+def test_a_node_keeps_its_grader_for_the_whole_campaign(prepared_arith: Path,
+                                                        tmp_path: Path) -> None:
+    # one episode at a time: a grader started per episode would start three times
+    file = tmp_path / "campaign.toml"
+    file.write_text(f'agents = [{{name = "command:true", label = "quitter"}}]\n'
+                    f'tasks = ["{prepared_arith}"]\nseeds = [0, 1, 2]\nconcurrency = 1\n')
+    before = grader_starts()
+    output = run_on_two_node_cluster(file, tmp_path / "ray")
+    assert "campaign exit 0" in output, output[-3000:]
+    assert {row.state for row in rows(tmp_path / "ray").values()} == {"failed_agent"}
+    assert grader_starts() - before == 1
+    assert not (layout.grader_home() / "runner-grader.pid").exists(), "the grader outlived it"
