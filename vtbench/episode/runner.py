@@ -37,7 +37,7 @@ from vtbench.episode.plumbing import output_pipe, relayed_sockets
 from vtbench.episode.provenance import provenance
 from vtbench.episode.record import EpisodeRecord
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
-from vtbench.episode.timesplit import TimeSplit, close
+from vtbench.episode.timesplit import SAMPLE_SECONDS, TimeSplit, close
 from vtbench.errors import VtbenchError
 from vtbench.gpus import GpuAllocator, GpusUnavailable, host_gpus
 from vtbench.grader.tokens import operator_token
@@ -174,7 +174,7 @@ def watch(process: SandboxProcess, client: GraderClient, episode_id: str,
     seen, split = 0, TimeSplit(process.pid, record.spent)
     record.spent.runner_seconds += split.last - began
     while process.poll() is None:
-        time.sleep(1.0)
+        time.sleep(SAMPLE_SECONDS)
         history = client.history(episode_id)
         settled = [v for v in history.validations if v.score is not None or v.error is not None]
         for validation in settled[seen:]:

@@ -2,8 +2,8 @@
 
 Trusted code, observing from outside the sandbox. Nothing here reads what the agent says
 about itself (a ``train_log.json`` is the agent's claim, and two trainings in parallel
-would count twice if their durations were summed). Instead the runner samples, about once
-a second while the agent runs, two facts it can see for itself:
+would count twice if their durations were summed). Instead the runner samples, every
+:data:`SAMPLE_SECONDS` while the agent runs, two facts it can see for itself:
 
 - *training*: a process of the sandbox's tree runs a program from the workspace's
   ``trainer/`` folder (``python trainer/train.py``, ``bash /workspace/trainer/run.sh``):
@@ -27,6 +27,11 @@ from pathlib import PurePosixPath
 
 from vtbench.episode.record import BudgetSpent
 
+SAMPLE_SECONDS = 0.25
+"""An interval is counted by what is seen at its end, so a step of the agent's own that is
+shorter than this (a scripted agent writing its data between a validation and a training)
+may be counted as the next part; a quarter of a second keeps that error small at a cost of
+four ledger reads a second."""
 WORKSPACE = PurePosixPath("/workspace")
 TRAINER = "trainer"
 
