@@ -94,7 +94,8 @@ def test_parallel_trainings_count_once_and_the_time_split_adds_up_to_the_wall_ti
     assert spent.agent_seconds > 0 and spent.grading_seconds > 0 and spent.runner_seconds > 0
     total = (spent.agent_seconds + spent.training_seconds + spent.grading_seconds
              + spent.runner_seconds)
-    assert spent.unaccounted_seconds == round(spent.wall_seconds - total, 1)
+    # each of the five figures is rounded to 0.1 s on its own
+    assert abs(spent.unaccounted_seconds - (spent.wall_seconds - total)) <= 0.25
     assert abs(spent.unaccounted_seconds) <= 0.05 * spent.wall_seconds, spent
 
 
