@@ -18,6 +18,7 @@ as quickly as the later ones.
 import gzip
 import hashlib
 import json
+import os
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -109,13 +110,32 @@ def blobs(path: Path) -> Iterator[tuple[str, bytes]]:
 
 
 def files_under(roots: Iterable[Path]) -> Iterator[Path]:
+    return (Path(path) for path in file_paths(roots))
+
+
+def file_paths(roots: Iterable[Path]) -> Iterator[str]:
+    """The regular files under ``roots``, each folder's files before its subfolders. One
+    ``scandir`` per folder, whose entries know their type without a ``stat``, and plain
+    strings: the runtime's hundred thousand files are listed in about a second. Symbolic
+    links are not followed: what one points at is seen inside the sandbox only where it
+    lies under a mounted root, itself searched."""
     for root in roots:
         if root.is_file():
-            yield root
+            yield str(root)
             continue
-        for path in sorted(root.rglob("*")):
-            if path.is_file() and not path.is_symlink():
-                yield path
+        folders = [str(root)]
+        while folders:
+            try:
+                entries = sorted(os.scandir(folders.pop()), key=lambda entry: entry.name)
+            except OSError:
+                continue
+            below = []
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    below.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    yield entry.path
+            folders.extend(reversed(below))
 
 
 class Audit:
@@ -132,20 +152,22 @@ class Audit:
         self.cache_path = layout.home() / "leak-audit" / f"{task.id}-{digest}.json"
         self.clean: dict[str, list[float]] = (
             json.loads(self.cache_path.read_text()) if self.cache_path.exists() else {})
+        self.changed = False
 
-    def hit(self, path: Path) -> str | None:
-        stat = path.stat()
-        key, signature = str(path), [stat.st_size, stat.st_mtime]
-        if self.clean.get(key) == signature:
+    def hit(self, path: str) -> str | None:
+        stat = os.stat(path)
+        signature = [stat.st_size, stat.st_mtime]
+        if self.clean.get(path) == signature:
             return None
-        for member, data in blobs(path):
+        for member, data in blobs(Path(path)):
             if next(self.automaton.iter(data.decode("latin-1").lower()), None):
                 return f"{path}{' :: ' + member if member else ''}"
-        self.clean[key] = signature
+        self.clean[path], self.changed = signature, True
         return None
 
     def save(self) -> None:
-        atomic_write(self.cache_path, json.dumps(self.clean))
+        if self.changed:
+            atomic_write(self.cache_path, json.dumps(self.clean))
 
 
 def audit(task: Task, roots: Iterable[Path]) -> int:
@@ -155,7 +177,7 @@ def audit(task: Task, roots: Iterable[Path]) -> int:
         return 0
     scanned = 0
     try:
-        for path in files_under(roots):
+        for path in file_paths(roots):
             scanned += 1
             where = check.hit(path)
             if where:
