@@ -84,6 +84,31 @@ def test_a_cached_clean_file_is_rescanned_once_it_changes(arith, tmp_path: Path)
         audit(arith, [tmp_path])
 
 
+def test_an_episodes_own_workspace_is_searched_every_time_and_never_cached(
+        arith, tmp_path: Path) -> None:
+    """A workspace file whose size and mtime are set back after split data went in is
+    still found: the agent controls both, so its workspace is no place for the cache."""
+    import os
+
+    from vtbench.episode.leak_audit import Audit
+
+    runtime, workspace = tmp_path / "runtime", tmp_path / "workspace"
+    runtime.mkdir(), workspace.mkdir()
+    (runtime / "lib.py").write_text("x = 1\n")
+    notes = workspace / "notes.txt"
+    question = load_split(arith, "test")[3]["input"]["question"]
+    notes.write_text("n" * len(f"copied: {question}"))
+    audit(arith, [runtime, workspace], own=workspace)
+    cached = set(Audit(arith).clean)
+    assert str(runtime / "lib.py") in cached
+    assert not [path for path in cached if path.startswith(str(workspace))]
+    stat = notes.stat()
+    notes.write_text(f"copied: {question}")
+    os.utime(notes, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(LeakFound, match=r"notes\.txt"):
+        audit(arith, [runtime, workspace], own=workspace)
+
+
 def test_the_python_runtime_carries_no_humaneval_data(private_store: Path) -> None:
     import sys
 

@@ -11,6 +11,9 @@ code (ELF objects, static archives) is not searched: data ships in data files, s
 and archives. A hit refuses the episode and names the file (and the archive member).
 Results for unchanged files (same path, size, mtime and fingerprint set) are cached in
 the private store, so the large read-only runtime is read once per task, not per episode;
+an episode's own workspace is read every time and never cached (its files are the
+episode's, and a size and mtime the agent can set are no proof there; cached, every
+episode of a campaign would also grow the cache every later audit reads);
 ``vtbench prepare`` reads it (:func:`audit_runtime`), so that a task's first episode starts
 as quickly as the later ones.
 """
@@ -154,15 +157,18 @@ class Audit:
             json.loads(self.cache_path.read_text()) if self.cache_path.exists() else {})
         self.changed = False
 
-    def hit(self, path: str) -> str | None:
+    def hit(self, path: str, remember: bool = True) -> str | None:
+        """Where ``path`` (or a member of it) holds a fingerprint, else None; a clean file
+        is cached when ``remember``."""
         stat = os.stat(path)
         signature = [stat.st_size, stat.st_mtime]
-        if self.clean.get(path) == signature:
+        if remember and self.clean.get(path) == signature:
             return None
         for member, data in blobs(Path(path)):
             if next(self.automaton.iter(data.decode("latin-1").lower()), None):
                 return f"{path}{' :: ' + member if member else ''}"
-        self.clean[path], self.changed = signature, True
+        if remember:
+            self.clean[path], self.changed = signature, True
         return None
 
     def save(self) -> None:
@@ -170,16 +176,18 @@ class Audit:
             atomic_write(self.cache_path, json.dumps(self.clean))
 
 
-def audit(task: Task, roots: Iterable[Path]) -> int:
-    """Search every file under ``roots``; raise LeakFound naming the first hit."""
+def audit(task: Task, roots: Iterable[Path], own: Path | None = None) -> int:
+    """Search every file under ``roots``; raise LeakFound naming the first hit. Files
+    under ``own`` (the episode's workspace) are searched without the cache."""
     check = Audit(task)
     if not check.prints:
         return 0
-    scanned = 0
+    scanned, own_prefix = 0, f"{own}{os.sep}" if own is not None else None
     try:
         for path in file_paths(roots):
             scanned += 1
-            where = check.hit(path)
+            where = check.hit(path, remember=own_prefix is None
+                              or not path.startswith(own_prefix))
             if where:
                 raise LeakFound(f"leak audit: {where} holds {task.id} split data",
                                 hint="remove it from what the sandbox can see")

@@ -157,7 +157,7 @@ def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: Grade
         spec = spec.model_copy(update={"mounts": [*spec.mounts, *runtime_mounts(agent)],
                                        "gpus": [gpu.index for gpu in held]})
         events("leak audit of everything the agent will see")
-        audit(task, [mount.source for mount in spec.mounts])
+        audit(task, [mount.source for mount in spec.mounts], own=episode.workspace)
         deadline = {DEADLINE_ENV: str(int(time.time() + remaining))}
         spec = spec.model_copy(update={"env": {**spec.env, **deadline}})
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
