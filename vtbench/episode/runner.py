@@ -44,7 +44,7 @@ from vtbench.grader.tokens import operator_token
 from vtbench.layout import EpisodePaths
 from vtbench.models.base import resolve_base
 from vtbench.prepare import PreparedTask, load_prepared, prepared_by_id
-from vtbench.sandbox import SandboxProcess, get_sandbox, prepare_writable
+from vtbench.sandbox import Mount, SandboxProcess, get_sandbox, prepare_writable
 from vtbench.tasks import find_task
 from vtbench.tasks.registry import Task
 from vtbench.tasks.store import atomic_write
@@ -157,13 +157,27 @@ def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: Grade
         spec = spec.model_copy(update={"mounts": [*spec.mounts, *runtime_mounts(agent)],
                                        "gpus": [gpu.index for gpu in held]})
         events("leak audit of everything the agent will see")
-        audit(task, [mount.source for mount in spec.mounts], own=episode.workspace)
+        audit_sandbox(task, spec.mounts, episode, state)
         deadline = {DEADLINE_ENV: str(int(time.time() + remaining))}
         spec = spec.model_copy(update={"env": {**spec.env, **deadline}})
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
                                                      stdout=output, stderr=output)
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
         return watch(process, client, state["episode"], record, events, began)
+
+
+def audit_sandbox(task: Task, mounts: list[Mount], episode: Episode,
+                  state: dict[str, Any]) -> None:
+    """The leak audit of what the sandbox will show. The workspace is searched while it is
+    as the runner made it (``workspace_as_made`` in the runner's state, set when the
+    episode is created); once audited it is the agent's own work (a task's public
+    generator can draw a test item by chance, as arith's reference solution does when it
+    synthesises problems), so a resumed episode's audit covers the rest of the sandbox."""
+    roots = [mount.source for mount in mounts]
+    if not state.get("workspace_as_made"):
+        roots = [root for root in roots if not root.is_relative_to(episode.workspace)]
+    audit(task, roots, own=episode.workspace)
+    episode.save_state({**state, "workspace_as_made": False})
 
 
 def watch(process: SandboxProcess, client: GraderClient, episode_id: str,
@@ -272,7 +286,8 @@ def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
         client = GraderClient(grader, operator_token())
         if not episode.runner_state.exists():
             grant = client.create_episode(prepared.id, prepared.digest, episode.workspace)
-            episode.save_state({"episode": grant.episode, "token": grant.token})
+            episode.save_state({"episode": grant.episode, "token": grant.token,
+                                "workspace_as_made": True})
         agent, task = get_agent(record.agent), prepared.task
         try:
             with episode_gateway(agent.needs_gateway, options.gateway_config, agent.name,
