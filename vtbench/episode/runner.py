@@ -37,7 +37,13 @@ from vtbench.episode.plumbing import output_pipe, relayed_sockets
 from vtbench.episode.provenance import provenance
 from vtbench.episode.record import EpisodeRecord
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
-from vtbench.episode.timesplit import SAMPLE_SECONDS, TimeSplit, close
+from vtbench.episode.timesplit import (
+    CHECKPOINT_SECONDS,
+    SAMPLE_SECONDS,
+    TimeSplit,
+    charged,
+    close,
+)
 from vtbench.errors import VtbenchError
 from vtbench.gpus import GpuAllocator, GpusUnavailable, host_gpus
 from vtbench.grader.tokens import operator_token
@@ -136,8 +142,7 @@ def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: Grade
     ``sockets``: the grader's and, for LLM agents, the gateway's; ``began``: when this
     runner started (its set-up until the agent starts is its own time)."""
     state, agent = episode.state(), get_agent(record.agent)
-    elapsed = time.time() - datetime.fromisoformat(record.started_at).timestamp()
-    remaining = record.budget_minutes * 60 - elapsed
+    remaining = record.budget_minutes * 60 - charged(record.spent, began)
     if remaining <= 0:
         record.spent.runner_seconds += time.time() - began
         return "deadline", time.time()
@@ -163,7 +168,8 @@ def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: Grade
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
                                                      stdout=output, stderr=output)
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
-        return watch(process, client, state["episode"], record, events, began)
+        return watch(process, client, state["episode"], record, events, began,
+                     lambda: episode.save(record))
 
 
 def audit_sandbox(task: Task, mounts: list[Mount], episode: Episode,
@@ -181,29 +187,43 @@ def audit_sandbox(task: Task, mounts: list[Mount], episode: Episode,
 
 
 def watch(process: SandboxProcess, client: GraderClient, episode_id: str,
-          record: EpisodeRecord, events: Events, began: float) -> tuple[str, float]:
+          record: EpisodeRecord, events: Events, began: float,
+          save: Callable[[], None]) -> tuple[str, float]:
     """Follow the agent until it exits, submits (then stop it) or reaches the deadline;
     returns why, and when the agent's last counted interval ended. The runner's time from
-    ``began`` until the agent's first interval is its own (set-up, the sandbox's start)."""
+    ``began`` until the agent's first interval is its own (set-up, the sandbox's start).
+    The record, with its time split so far, is saved (``save``) every
+    :data:`CHECKPOINT_SECONDS`."""
     seen, split = 0, TimeSplit(process.pid, record.spent)
     record.spent.runner_seconds += split.last - began
+    saved_at = time.time()
     while process.poll() is None:
         time.sleep(SAMPLE_SECONDS)
-        history = client.history(episode_id)
-        settled = [v for v in history.validations if v.score is not None or v.error is not None]
-        for validation in settled[seen:]:
-            outcome = validation.score if validation.error is None else "failed"
-            events(f"validation {validation.index}: {validation.candidate} -> {outcome}")
-        seen = len(settled)
-        split.tick(grading=len(settled) < len(history.validations))
-        if history.submission is not None:
+        seen, grading, submitted = read_ledger(client, episode_id, seen, events)
+        split.tick(grading)
+        if submitted:
             events("submission recorded; stopping the agent")
             process.kill_tree()
             return "submitted", split.last
+        if time.time() - saved_at >= CHECKPOINT_SECONDS:
+            saved_at = time.time()
+            save()
     split.tick(grading=False)
     if process.killed_by_limit == "wall_seconds":
         return "deadline", split.last
     return "agent_exited", split.last
+
+
+def read_ledger(client: GraderClient, episode_id: str, seen: int,
+                events: Events) -> tuple[int, bool, bool]:
+    """Report the validations that settled after the first ``seen``; returns how many have
+    settled, whether one is pending and whether the agent has submitted."""
+    history = client.history(episode_id)
+    settled = [v for v in history.validations if v.score is not None or v.error is not None]
+    for validation in settled[seen:]:
+        outcome = validation.score if validation.error is None else "failed"
+        events(f"validation {validation.index}: {validation.candidate} -> {outcome}")
+    return len(settled), len(settled) < len(history.validations), history.submission is not None
 
 
 def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,

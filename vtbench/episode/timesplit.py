@@ -18,7 +18,8 @@ and grader set-up, the leak audit, the gateway, until the agent starts; stopping
 agent and writing the record after its last sample) and the test scoring as grading.
 Nothing is derived from the others: what the four parts leave of the wall time is
 ``unaccounted_seconds`` (a runner that died before ``--resume``, rounding), so that their
-sum matching the wall time is a measurement, not a definition.
+sum matching the wall time is a measurement, not a definition. The parts are also what a
+resumed episode is charged against its budget (:func:`charged`).
 """
 
 import os
@@ -32,6 +33,11 @@ SAMPLE_SECONDS = 0.25
 shorter than this (a scripted agent writing its data between a validation and a training)
 may be counted as the next part; a quarter of a second keeps that error small at a cost of
 four ledger reads a second."""
+CHECKPOINT_SECONDS = 5.0
+"""How often the runner saves the record while the agent runs: a runner that dies loses
+at most this much of the split, and its ``--resume`` charges the budget with what was
+saved (:func:`charged`)."""
+PARTS = ("agent_seconds", "training_seconds", "grading_seconds", "runner_seconds")
 WORKSPACE = PurePosixPath("/workspace")
 TRAINER = "trainer"
 
@@ -108,11 +114,17 @@ class TimeSplit:
             self.spent.agent_seconds += seconds
 
 
+def charged(spent: BudgetSpent, began: float) -> float:
+    """Seconds of the episode's budget used: what its runners measured (``spent`` as last
+    saved) and this runner's time since ``began``. The time between a runner's death and
+    its ``--resume`` is no one's work: it is not charged, and stays unaccounted."""
+    return sum(getattr(spent, part) for part in PARTS) + time.time() - began
+
+
 def close(spent: BudgetSpent, wall_seconds: float) -> None:
     """Round the split and say what its four parts leave of the wall time."""
-    parts = ("agent_seconds", "training_seconds", "grading_seconds", "runner_seconds")
     spent.unaccounted_seconds = round(
-        wall_seconds - sum(getattr(spent, part) for part in parts), 1)
+        wall_seconds - sum(getattr(spent, part) for part in PARTS), 1)
     spent.wall_seconds = round(wall_seconds, 1)
-    for part in parts:
+    for part in PARTS:
         setattr(spent, part, round(getattr(spent, part), 1))
