@@ -65,8 +65,11 @@ def test_a_killed_campaign_resumes_and_ends_every_episode_exactly_once(
     before = rows(out)
     done_before = {key: (row.folder, (out / row.folder / "episode.json").stat().st_mtime_ns)
                    for key, row in before.items() if row.folder}
-    interrupted = {key: [f.name for f in episode_folders(CampaignFolder(out).slot(key))]
-                   for key, row in before.items() if row.state == "running"}
+    folders_then = {key: episode_folders(CampaignFolder(out).slot(key))
+                    for key, row in before.items() if row.state == "running"}
+    interrupted = {key: [f.name for f in found if record_of(f)]
+                   for key, found in folders_then.items()}
+    unrecorded = any(not record_of(f) for found in folders_then.values() for f in found)
     assert any(interrupted.values()), "no episode with a record was running at the kill"
     deadline = time.monotonic() + 10
     while runners_of(out) and time.monotonic() < deadline:
@@ -90,7 +93,8 @@ def test_a_killed_campaign_resumes_and_ends_every_episode_exactly_once(
         if key in interrupted:  # resumed in its folder, or started afresh if it had none
             assert row.attempts == 2
             assert [f.name for f in folders] == (interrupted[key] or [folders[0].name])
-    assert not CampaignFolder(out).set_aside("x").parent.exists()
+    # a folder killed before its record was written is set aside, never resumed
+    assert CampaignFolder(out).set_aside("x").parent.exists() == unrecorded
     assert after["arith-quitter-s0"].reason == "no submission: agent_exited"
 
     status = vtbench("campaign", "status", str(out), "--json")
