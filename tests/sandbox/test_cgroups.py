@@ -57,12 +57,18 @@ def test_a_cpu_hog_tree_gets_only_its_share_of_the_cpu(sandbox: Sandbox) -> None
     if "cpu" not in HOST.controllers and sandbox.name == "bwrap":
         pytest.skip(f"the cpu controller is not delegated here: {HOST.describe()}")
     hog = ("import os, time\n"
+           "children = []\n"
            "for _ in range(3):\n"
-           "    if os.fork() == 0:\n"
+           "    pid = os.fork()\n"
+           "    if pid == 0:\n"
+           "        children = []\n"
            "        break\n"
+           "    children.append(pid)\n"
            "end = time.monotonic() + 2\n"
            "while time.monotonic() < end: pass\n"
-           "print(time.process_time())\n")
+           "print(time.process_time(), flush=True)\n"
+           "for pid in children:\n"  # else the sandbox may end before a throttled child prints
+           "    os.waitpid(pid, 0)\n")
     spec = python_spec(limits=Limits(wall_seconds=30, cpus=0.2))
     result = sandbox.run(python_code(hog), spec)
     used = sum(float(word) for word in result.stdout.split())
