@@ -114,17 +114,21 @@ class TimeSplit:
             self.spent.agent_seconds += seconds
 
 
+def measured(spent: BudgetSpent) -> float:
+    """The seconds the four parts hold."""
+    return sum(getattr(spent, part) for part in PARTS)
+
+
 def charged(spent: BudgetSpent, began: float) -> float:
     """Seconds of the episode's budget used: what its runners measured (``spent`` as last
     saved) and this runner's time since ``began``. The time between a runner's death and
     its ``--resume`` is no one's work: it is not charged, and stays unaccounted."""
-    return sum(getattr(spent, part) for part in PARTS) + time.time() - began
+    return measured(spent) + time.time() - began
 
 
 def close(spent: BudgetSpent, wall_seconds: float) -> None:
     """Round the split and say what its four parts leave of the wall time."""
-    spent.unaccounted_seconds = round(
-        wall_seconds - sum(getattr(spent, part) for part in PARTS), 1)
+    spent.unaccounted_seconds = round(wall_seconds - measured(spent), 1)
     spent.wall_seconds = round(wall_seconds, 1)
     for part in PARTS:
         setattr(spent, part, round(getattr(spent, part), 1))

@@ -65,11 +65,12 @@ def test_a_killed_campaign_resumes_and_ends_every_episode_exactly_once(
     before = rows(out)
     done_before = {key: (row.folder, (out / row.folder / "episode.json").stat().st_mtime_ns)
                    for key, row in before.items() if row.folder}
-    folders_then = {key: episode_folders(CampaignFolder(out).slot(key))
-                    for key, row in before.items() if row.state == "running"}
-    interrupted = {key: [f.name for f in found if record_of(f)]
-                   for key, found in folders_then.items()}
-    unrecorded = any(not record_of(f) for found in folders_then.values() for f in found)
+    recorded_then = {key: {f.name: record_of(f) is not None
+                           for f in episode_folders(CampaignFolder(out).slot(key))}
+                     for key, row in before.items() if row.state == "running"}
+    interrupted = {key: [name for name, recorded in found.items() if recorded]
+                   for key, found in recorded_then.items()}
+    unrecorded = not all(all(found.values()) for found in recorded_then.values())
     assert any(interrupted.values()), "no episode with a record was running at the kill"
     deadline = time.monotonic() + 10
     while runners_of(out) and time.monotonic() < deadline:
