@@ -184,18 +184,22 @@ def cap_address_space(model_dir: Path, headroom_mb: int | None) -> None:
 
 
 def load_within_limit(model_dir: Path, device: str) -> tuple[Any, Any]:
-    """Model and tokenizer; running out of the capped memory is the candidate's failure."""
+    """Model and tokenizer. Whatever stops them loading is reported as the checkpoint's
+    failure, named by its exception (running out of the capped memory said so); whose
+    failure it really is, the grader decides (:mod:`vtbench.grader.blame`)."""
     from vtbench.models.checkpoint import load_checkpoint, load_tokenizer
 
     try:
         return load_checkpoint(model_dir, device), load_tokenizer(model_dir)
     except CheckpointError:
         raise
-    except (MemoryError, OSError, RuntimeError) as error:
-        if not out_of_memory(error):
-            raise
-        raise CheckpointError("loading the checkpoint needs more memory than its weight "
-                              "files justify") from error
+    except Exception as error:
+        if out_of_memory(error):
+            raise CheckpointError("loading the checkpoint needs more memory than its weight "
+                                  "files justify") from error
+        text = (str(error).strip().splitlines() or [""])[0][:300]
+        raise CheckpointError(f"the checkpoint failed to load: {type(error).__name__}: "
+                              f"{text}") from error
 
 
 def out_of_memory(error: BaseException) -> bool:
