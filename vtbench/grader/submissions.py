@@ -9,7 +9,9 @@ pending, so finishing again scores it. The verdict is a ``failure_cause`` event.
 """
 
 import logging
+import tempfile
 import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vtbench.errors import GraderUnavailable, VtbenchError
@@ -93,9 +95,25 @@ class Submissions:
 
 def initial_test_score(prepared: "PreparedTask", model_hash: str,
                        harness_hash: str) -> float | None:
-    """The test score prepare measured, when the submission is the initial system itself."""
+    """The test score prepare measured, when the submission is the initial system itself:
+    the initial model's bytes with the task's own harness, whether the grader ran it
+    (``pristine``) or the agent sent its bytes unchanged under any folder name."""
     from vtbench.grader.intake import intake
 
-    if harness_hash != PRISTINE or intake(prepared.initial_model, "model").hash != model_hash:
+    if intake(prepared.initial_model, "model").hash != model_hash:
+        return None
+    if harness_hash not in (PRISTINE, pristine_harness_hash(prepared)):
         return None
     return prepared.initial_test
+
+
+def pristine_harness_hash(prepared: "PreparedTask") -> str:
+    """The tree hash of the task's own harness, as an agent's unchanged copy hashes (a
+    scratch store: nothing enters the candidate store)."""
+    from vtbench.grader.intake import intake
+    from vtbench.tasks.materialize import materialize
+
+    with tempfile.TemporaryDirectory(prefix="vtbench-pristine-") as scratch:
+        materialize(prepared.task, Path(scratch), components=("harness",))
+        return intake(Path(scratch) / "harness", "harness",
+                      store=Path(scratch) / "store").hash
