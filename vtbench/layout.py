@@ -47,6 +47,11 @@ def grader_db() -> Path:
     return grader_home() / "ledger.sqlite"
 
 
+def grader_gpus_file() -> Path:
+    """Which GPUs the running grader evaluates on, and whether it shares them."""
+    return grader_home() / "evaluation-gpus.json"
+
+
 def candidate_store() -> Path:
     """The content-addressed store of intaken candidates: ``cas/<sha256>/``."""
     return grader_home() / "cas"

@@ -127,6 +127,10 @@ class Budgets(Strict):
 class Resources(Strict):
     cpus: int = Field(1, ge=1)
     gpus: int = Field(0, ge=0)
+    """GPUs the research sandbox needs: a host with fewer refuses the task."""
+    optional_gpus: int = Field(0, ge=0)
+    """GPUs the research sandbox gets where the host has them (when ``gpus`` is 0): on a
+    host without, the episode trains on the CPU, and its record says which it had."""
     memory_gb: float = Field(4, gt=0)
     max_file_gb: float = Field(4, gt=0)
     """Largest single file a process in the research sandbox may write."""

@@ -106,3 +106,30 @@ def started(out: Path, run: subprocess.Popen[str]) -> Path:
         assert run.poll() is None and time.monotonic() < deadline
         time.sleep(0.5)
     return next(out.glob("*/.runner-state.json")).parent
+
+
+def listed_gpus(folder: Path, monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """A host whose ``nvidia-smi`` lists ``count`` GPUs (the inventory's only source)."""
+    smi = folder / "nvidia-smi"
+    lines = "".join(f"{index}, NVIDIA H200\\n" for index in range(count))
+    smi.write_text(f"#!/bin/sh\nprintf '{lines}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize(("count", "shared", "holds"), [(1, True, []), (2, False, [0])])
+def test_a_grader_started_for_episodes_shares_the_only_gpu_and_holds_one_of_several(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, shared: bool,
+        holds: list[int]) -> None:
+    from vtbench import layout
+    from vtbench.episode.runner import shares_with_grader
+    from vtbench.gpus import GpuAllocator
+    from vtbench.grader.serve import evaluation_gpus_of_grader
+
+    listed_gpus(tmp_path, monkeypatch, count)
+    with running_grader():
+        assert evaluation_gpus_of_grader(layout.grader_gpus_file()) == ([0], shared)
+        held = [index for index, holder in GpuAllocator().holders().items() if holder]
+        assert held == holds
+        assert shares_with_grader([0]) is shared
+        assert not shares_with_grader([1])

@@ -114,7 +114,11 @@ class EpisodeRecord(Record):
     provenance: Provenance = Field(default_factory=Provenance)
     gpus: list[str] = Field(default_factory=list)
     """The GPUs the research sandbox held (``index: name``), from the host's allocator;
-    empty where the task asks for none."""
+    empty where the task asks for none or, asking for optional ones, the host has none
+    (the episode trained on the CPU)."""
+    gpu_shared_with_grader: bool = False
+    """The grader evaluated on the GPU the research sandbox held (a host with one GPU):
+    each side was given a share of its memory."""
     workspace: str = "workspace"
     """Path of the workspace git repository, relative to the record's folder."""
 

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from vtbench import layout
 from vtbench.agents import AgentContext, get_agent
 from vtbench.agents.llm import runtime_mounts
 from vtbench.client import DEADLINE_ENV, GraderClient
@@ -45,7 +46,15 @@ from vtbench.episode.timesplit import (
     close,
 )
 from vtbench.errors import VtbenchError
-from vtbench.gpus import GpuAllocator, GpusUnavailable, host_gpus
+from vtbench.gpus import (
+    MEMORY_FRACTION_ENV,
+    SHARED_MEMORY_FRACTION,
+    GpuAllocator,
+    GpusUnavailable,
+    episode_gpu_count,
+    host_gpus,
+)
+from vtbench.grader.serve import evaluation_gpus_of_grader
 from vtbench.grader.tokens import operator_token
 from vtbench.layout import EpisodePaths
 from vtbench.models.base import resolve_base
@@ -152,13 +161,21 @@ def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: Grade
                            gateway_url=f"http://127.0.0.1:{GATEWAY_PORT}"
                            if "gateway" in sockets else None)
     prepare_writable(episode.workspace)
-    gpus = GpuAllocator().hold(task.spec.resources.gpus, f"episode {record.episode_id}")
+    resources = task.spec.resources
+    gpus = GpuAllocator().hold(episode_gpu_count(resources.gpus, resources.optional_gpus),
+                               f"episode {record.episode_id}")
     with gpus as held, relayed_sockets(sockets) as relayed, \
             output_pipe(episode.agent_log) as output:
         record.gpus = [f"{gpu.index}: {gpu.name}" for gpu in held]
+        record.gpu_shared_with_grader = shares_with_grader([gpu.index for gpu in held])
+        if record.gpu_shared_with_grader:
+            events("GPU shared with the grader (each side may take "
+                   f"{SHARED_MEMORY_FRACTION:.0%} of its memory)")
+        shared_env = ({MEMORY_FRACTION_ENV: str(SHARED_MEMORY_FRACTION)}
+                      if record.gpu_shared_with_grader else {})
         spec = research_spec(task, agent, episode.workspace, relayed["grader"], state["token"],
                              remaining, gateway_socket=relayed.get("gateway"),
-                             extra_env=agent.environment(context))
+                             extra_env={**agent.environment(context), **shared_env})
         spec = spec.model_copy(update={"mounts": [*spec.mounts, *runtime_mounts(agent)],
                                        "gpus": [gpu.index for gpu in held]})
         events("leak audit of everything the agent will see")
@@ -170,6 +187,13 @@ def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: Grade
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
         return watch(process, client, state["episode"], record, events, began,
                      lambda: episode.save(record))
+
+
+def shares_with_grader(indexes: list[int]) -> bool:
+    """Whether the running grader evaluates on one of these GPUs (it says so in its GPU
+    file: a grader that shares its GPU on a one-GPU host)."""
+    evaluating, shared = evaluation_gpus_of_grader(layout.grader_gpus_file())
+    return shared and bool(set(indexes) & set(evaluating))
 
 
 def audit_sandbox(task: Task, mounts: list[Mount], episode: Episode,

@@ -135,6 +135,7 @@ def run_server(args: argparse.Namespace) -> None:
     import uvicorn
     from transformers.utils import logging as hf_logging
 
+    from vtbench.gpus import apply_memory_fraction
     from vtbench.models.batching import BatchEngine
 
     if args.exit_with:
@@ -145,7 +146,9 @@ def run_server(args: argparse.Namespace) -> None:
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if not device.startswith("cuda"):
+    if device.startswith("cuda"):
+        apply_memory_fraction()  # a GPU shared with an episode: the grader's share
+    else:
         cap_address_space(args.model, args.memory_headroom_mb)
     model, tokenizer = load_within_limit(args.model, device)
     engine = BatchEngine(model, tokenizer, max_batch=args.max_batch or default_max_batch(device),
