@@ -88,6 +88,8 @@ def episode_section(episode: Episode, label: str) -> str:
                f"gain {gain}, {len(record.validations)} validations, changed {changed}")
     if record.provenance.weak_limits_allowed:
         summary += ", weak sandbox limits allowed"
+    if record.gpu_shared_with_grader:
+        summary += ", GPU shared with the grader"
     steps = (table(steps_table(episode), f"steps-{record.episode_id}")
              if episode.history.steps else
              f"<p>{html.escape(episode.history.error or 'no steps')}</p>")
