@@ -81,3 +81,27 @@ def test_a_failure_while_the_grader_itself_is_broken_is_refunded_with_the_contro
     (cause,) = failure_causes(status["episode"])
     assert (cause["party"], cause["cause"]) == ("grader", "control_failed")
     assert "ZeroDivisionError" in cause["error"]
+
+
+@pytest.mark.slow  # two episodes' validations, a control between them
+def test_a_crash_is_charged_to_its_episode_while_another_episode_sharing_the_grader_scores(
+    grader: GraderProcess, small_task: Path, workspace: Path, tmp_path: Path
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    healthy = tmp_path / "healthy-workspace"
+    shutil.copytree(workspace, healthy)
+    CANDIDATE_CRASHES["zero_heads"](workspace / "models" / "good")
+    grader.start()
+    crashing = grader.client(grader.create_episode(small_task, workspace, validations=5))
+    scoring = grader.client(grader.create_episode(small_task, healthy, validations=5))
+    with ThreadPoolExecutor(2) as pool:
+        crashed = pool.submit(crashing.post, "/v1/validations", json={"model": "models/good"})
+        scored = pool.submit(scoring.post, "/v1/validations", json={"model": "models/good"})
+        crash, score = crashed.result().json(), scored.result().json()
+    assert (crash["state"], crash["settlement"]) == ("failed_candidate", "charged")
+    assert (score["state"], score["settlement"]) == ("completed", "charged")
+    assert crashing.get("/v1/status").json()["validations_left"] == 4
+    assert scoring.get("/v1/status").json()["validations_left"] == 4
+    other = scoring.get("/v1/status").json()["episode"]
+    assert failure_causes(other) == []
