@@ -8,7 +8,7 @@ episode records, their stored histories and their workspace repositories.
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vtbench.analysis import pages, plots
@@ -20,6 +20,7 @@ from vtbench.analysis.leaderboard import (
     published_table,
 )
 from vtbench.analysis.loading import Episode
+from vtbench.episode.record import EpisodeRecord
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1280px;
@@ -41,15 +42,42 @@ details summary{cursor:pointer;color:#0969da}
 """
 
 
+@dataclass(frozen=True)
+class Missing:
+    """A planned episode without a result (a campaign's): listed with why, never counted.
+    Normally its agent never started; one whose agent started has no result only when
+    closing it failed too (see ``vtbench.campaign``)."""
+
+    episode: str
+    state: str
+    attempts: int
+    agent_started: bool
+    reason: str
+
+
 @dataclass
 class Report:
     episodes: list[Episode]
     board: Leaderboard
+    missing: list[Missing] = field(default_factory=list)
 
 
-def build_report(episodes: Sequence[Episode]) -> Report:
+def build_report(episodes: Sequence[Episode], missing: Sequence[Missing] = ()) -> Report:
     ordered = list(episodes)
-    return Report(ordered, build_leaderboard([e.metrics for e in ordered]))
+    return Report(ordered, build_leaderboard([e.metrics for e in ordered]), list(missing))
+
+
+def missing_table(missing: Sequence[Missing]) -> tuple[list[str], list[list[str]]]:
+    return (["episode", "state", "attempts", "agent started", "reason"],
+            [[m.episode, m.state, str(m.attempts), "yes" if m.agent_started else "no",
+              m.reason] for m in missing])
+
+
+def stop(record: EpisodeRecord) -> str:
+    """Why the episode ended; for one closed after its runner failed, why it failed."""
+    if record.stop_reason == "runner_failed":
+        return f"runner_failed: {record.runner_failure}"
+    return record.stop_reason or "–"
 
 
 def json_rows(report: Report) -> list[dict[str, Any]]:
@@ -122,7 +150,7 @@ def interval_note(board: Leaderboard) -> str:
 
 
 def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str]]]:
-    headers = ["episode", "agent", "task", "seed", "validations", "best val", "gain",
+    headers = ["episode", "agent", "task", "seed", "stop", "validations", "best val", "gain",
                "co-design", "algorithm", "first improvement", "changes",
                "agent / training / grading s", "$", "input tok", "cached tok", "output tok"]
     rows = []
@@ -133,7 +161,8 @@ def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str
         first = "–" if m.time_to_first_improvement is None else \
             f"{m.time_to_first_improvement / 60:.1f} min"
         spent = m.budget
-        rows.append([m.episode_id, agent_key(m), m.task, str(m.seed), str(m.validations_used),
+        rows.append([m.episode_id, agent_key(m), m.task, str(m.seed), stop(e.record),
+                     str(m.validations_used),
                      _num(m.best_val), _num(m.gain, signed=True), _pct(m.codesign_rate),
                      _pct(m.algorithm_change_rate), first, kinds,
                      f"{m.budget.agent_seconds:.0f} / {m.budget.training_seconds:.0f} / "
@@ -159,10 +188,14 @@ def _header(report: Report) -> str:
         "their behavioural rates are left out. First: "
         f"{html.escape(unclassified[0].metrics.history_error or '')}</p>")
     warnings = "".join(f'<p class="note">warning: {html.escape(w)}</p>' for w in board.warnings)
+    missing = "" if not report.missing else (
+        f'<p class="note">{len(report.missing)} planned episode(s) have no result and are not '
+        "counted:</p>"
+        + pages.table(missing_table(report.missing), "missing"))
     return ("<h1>VibeTraining-Bench report</h1>"
             f'<p class="lede">{len(episodes)} episodes · {len(board.agents)} agents · '
             f"{len(board.tasks)} tasks · {html.escape(interval_note(board))}</p>"
-            f"{note}{warnings}")
+            f"{note}{warnings}{missing}")
 
 
 def _sections(report: Report) -> list[str]:
@@ -232,4 +265,6 @@ def render_markdown(report: Report) -> str:
         "## Across tasks", _md_table(aggregate_table(board)),
         "## Paired differences", _md_table(paired_table(board)),
         "## Episodes", _md_table(episode_table(report.episodes)),
+        *(["## Episodes without a result (not counted)",
+            _md_table(missing_table(report.missing))] if report.missing else []),
     ]) + "\n"

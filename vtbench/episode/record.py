@@ -93,11 +93,19 @@ class EpisodeRecord(Record):
     seed: int
     budget_minutes: float
     started_at: str
-    """ISO-8601 UTC time the agent started."""
+    """ISO-8601 UTC time the episode started (its runner began)."""
+    agent_started_at: str | None = None
+    """ISO-8601 UTC time the agent first started, saved before it ran any code. From then
+    on the episode belongs to the results whatever happens to its runner: a campaign
+    resumes it, and closes it with what the grader's ledger holds (``runner_failed``)."""
     ended_at: str | None = None
     status: Literal["running", "finished", "failed"] = "running"
     stop_reason: str | None = None
-    """``submitted``, ``deadline``, ``agent_exited`` or an error."""
+    """``submitted``, ``deadline``, ``agent_exited``, ``runner_failed`` or an error."""
+    runner_failure: str | None = None
+    """With ``runner_failed``: why the runner failed after the agent had started; the
+    episode was then closed without its agent, scoring the submission the grader's ledger
+    held (else the initial system)."""
     submitted: bool = False
     initial_val: float | None = None
     initial_test: float | None = None

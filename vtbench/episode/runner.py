@@ -15,7 +15,8 @@ descriptor or socket of the sandbox names the episode folder or the private stor
 agents get their own metered gateway for the episode
 (:mod:`vtbench.episode.gateway_process`); the record's ``llm`` is what it metered. The
 workspace is a filesystem of its own of the task's ``disk_gb`` while the episode runs
-(:mod:`vtbench.episode.disk`).
+(:mod:`vtbench.episode.disk`). ``--resume`` with a ``close`` reason finishes an episode
+whose runner failed after its agent started without running the agent again.
 """
 
 import json
@@ -182,6 +183,8 @@ def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: Grade
         audit_sandbox(task, spec.mounts, episode, state)
         deadline = {DEADLINE_ENV: str(int(time.time() + remaining))}
         spec = spec.model_copy(update={"env": {**spec.env, **deadline}})
+        record.agent_started_at = record.agent_started_at or now()
+        episode.save(record)  # before the agent runs any code
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
                                                      stdout=output, stderr=output)
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
@@ -278,10 +281,12 @@ def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
     return record
 
 
-def run_episode(options: RunOptions, events: Events = lambda line: None,
-                resume: Path | None = None) -> tuple[EpisodeRecord, Path]:
+def run_episode(options: RunOptions, events: Events = lambda line: None, resume: Path | None = None,
+                close: str | None = None) -> tuple[EpisodeRecord, Path]:
     """Run (or resume) one episode; returns the finished record and its path. The task is
-    resolved and checked against its preparation once, here."""
+    resolved and checked against its preparation once, here. ``close`` (with ``resume``):
+    why the episode's runner failed after its agent started; the episode is then finished
+    without its agent, with what the grader's ledger holds."""
     began = time.time()
     if resume is not None:
         episode = Episode(resume.resolve())
@@ -289,6 +294,9 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
         if record.status == "finished":
             WorkspaceDisk(episode.workspace).settle()
             return record, episode.record
+        if close is not None and record.agent_started_at is None:
+            raise VtbenchError(f"the agent of {episode.folder} never started: nothing to close",
+                               hint="resume it without --close")
         prepared = prepared_by_id(record.task, record.provenance.task_digest)
     else:
         task = find_task(options.task)
@@ -299,7 +307,7 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
     disk = WorkspaceDisk(episode.workspace)
     try:
         disk.attach()
-        record = run_started(episode, record, options, events, began, prepared)
+        record = run_started(episode, record, options, events, began, prepared, close)
         disk.settle()
     finally:
         disk.detach()
@@ -323,8 +331,9 @@ def refuse_unconfigured_agent(options: RunOptions) -> None:
 
 
 def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
-                events: Events, began: float, prepared: PreparedTask) -> EpisodeRecord:
-    """From the grader's episode to the finished record."""
+                events: Events, began: float, prepared: PreparedTask,
+                close: str | None = None) -> EpisodeRecord:
+    """From the grader's episode to the finished record (``close``: see :func:`run_episode`)."""
     with running_grader(options.sandbox) as grader:
         events(f"grader log: {grader_log()}")
         client = GraderClient(grader, operator_token())
@@ -332,6 +341,10 @@ def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
             grant = client.create_episode(prepared.id, prepared.digest, episode.workspace)
             episode.save_state({"episode": grant.episode, "token": grant.token,
                                 "workspace_as_made": True})
+        if close is not None:
+            events("closing the episode without its agent: scoring what the ledger holds")
+            record.runner_failure = close
+            return finalize(episode, record, client, "runner_failed", began)
         agent, task = get_agent(record.agent), prepared.task
         try:
             with episode_gateway(agent.needs_gateway, options.gateway_config, agent.name,
