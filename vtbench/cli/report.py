@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 
 from vtbench.cli.output import console, err_console, print_json
+from vtbench.printable import printable
 
 Runs = Annotated[list[Path], typer.Argument(
     help="Episode folders, their episode.json, or folders that contain episode folders.")]
@@ -39,7 +40,7 @@ def report(
     episodes = load_episodes(runs)
     result = build_report(episodes)
     for warning in result.board.warnings:
-        err_console.print(f"warning: {warning}")
+        err_console.print(f"warning: {printable(warning)}")
     written = []
     if html is not None:
         html.parent.mkdir(parents=True, exist_ok=True)
@@ -79,5 +80,5 @@ def _print_compact(title: str, headers: list[str], rows: list[list[str]]) -> Non
     for i in keep:
         table.add_column(headers[i].strip(), no_wrap=True, justify="left" if i < 2 else "right")
     for row in rows:
-        table.add_row(*(row[i] for i in keep))
+        table.add_row(*(printable(row[i], 60) for i in keep))
     console.print(table)

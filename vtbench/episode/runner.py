@@ -50,6 +50,7 @@ from vtbench.grader.tokens import operator_token
 from vtbench.layout import EpisodePaths
 from vtbench.models.base import resolve_base
 from vtbench.prepare import PreparedTask, load_prepared, prepared_by_id
+from vtbench.printable import unfailing
 from vtbench.sandbox import Mount, SandboxProcess, get_sandbox, prepare_writable
 from vtbench.tasks import find_task
 from vtbench.tasks.registry import Task
@@ -257,8 +258,10 @@ def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
 def run_episode(options: RunOptions, events: Events = lambda line: None,
                 resume: Path | None = None) -> tuple[EpisodeRecord, Path]:
     """Run (or resume) one episode; returns the finished record and its path. The task is
-    resolved and checked against its preparation once, here."""
-    began = time.time()
+    resolved and checked against its preparation once, here. ``events`` is made unable to
+    raise, and its lines printable (they quote candidate names): no line can stop the
+    episode."""
+    began, events = time.time(), unfailing(events)
     if resume is not None:
         episode = Episode(resume.resolve())
         record = episode.load()
