@@ -3,13 +3,15 @@
 An episode's section shows what a reader needs to follow its research: its validations
 over time (score, candidate, what changed since the step before), and its candidates'
 lineage (trained, merged, reused; parents and method), as the grader recorded it. Every
-string from a record is HTML-escaped here.
+string from a record is shown :func:`~vtbench.printable.printable` (an agent chose many of
+them: candidate names, parents) and HTML-escaped here.
 """
 
 import base64
 import html
 
 from vtbench.analysis.loading import Episode
+from vtbench.printable import printable
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -41,7 +43,12 @@ def cell(header: str, cell: str, interval: str = "") -> str:
     elif header == "changes":
         css = ' class="l"'
     extra = f' <span class="ci">{html.escape(interval)}</span>' if interval else ""
-    return f"<td{css}>{html.escape(cell)}{extra}</td>"
+    return f"<td{css}>{text(cell)}{extra}</td>"
+
+
+def text(value: str) -> str:
+    """A string from a record as inert HTML text."""
+    return html.escape(printable(value))
 
 
 def figure(png: bytes, alt: str, caption: str) -> str:
@@ -92,8 +99,8 @@ def episode_section(episode: Episode, label: str) -> str:
         summary += ", GPU shared with the grader"
     steps = (table(steps_table(episode), f"steps-{record.episode_id}")
              if episode.history.steps else
-             f"<p>{html.escape(episode.history.error or 'no steps')}</p>")
-    return (f'<details class="episode" id="episode-{html.escape(record.episode_id)}">'
-            f"<summary>{html.escape(summary)}</summary><h3>Validations over time</h3>{steps}"
+             f"<p>{text(episode.history.error or 'no steps')}</p>")
+    return (f'<details class="episode" id="episode-{text(record.episode_id)}">'
+            f"<summary>{text(summary)}</summary><h3>Validations over time</h3>{steps}"
             f"<h3>Candidates' lineage</h3>"
             f"{table(lineage_table(episode), f'lineage-{record.episode_id}')}</details>")

@@ -63,7 +63,8 @@ def hardware() -> Hardware:
 def provenance(prepared: PreparedTask, sandbox: str) -> Provenance:
     limits = cgroup_limits()
     return Provenance(vtbench_version=vtbench_version(), vtbench_commit=vtbench_commit(),
-                      task_digest=prepared.digest, sandbox=sandbox, hardware=hardware(),
+                      task_digest=prepared.digest, method_settings=prepared.task.method_settings,
+                      sandbox=sandbox, hardware=hardware(),
                       serving_backend=prepared.task.serving_backend,
                       sandbox_limits=limits.mode, sandbox_limits_detail=limits.describe(),
                       weak_limits_allowed=weak_limits_allowed())

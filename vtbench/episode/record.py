@@ -68,6 +68,11 @@ class Provenance(Record):
     """Commit of the vtbench checkout (``+dirty`` with local edits), None outside git."""
     task_digest: str | None = None
     """sha256 of the task pack and its base model (:func:`vtbench.prepare.digest.pack_digest`)."""
+    method_settings: dict[str, list[str]] | None = None
+    """The task pack's trainer settings that choose the training method rather than tune it,
+    per config file (:func:`vtbench.spec.method_settings`): the change classifier reads them
+    here, never from the workspace. None where the pack has no table, or in a record from
+    before them (the classifier's generic names decide)."""
     sandbox: str | None = None
     """Sandbox backend of the research sandbox (bwrap, docker, none)."""
     serving_backend: str | None = None

@@ -60,6 +60,7 @@ from vtbench.grader.tokens import operator_token
 from vtbench.layout import EpisodePaths
 from vtbench.models.base import resolve_base
 from vtbench.prepare import PreparedTask, load_prepared, prepared_by_id
+from vtbench.printable import unfailing
 from vtbench.sandbox import Mount, SandboxProcess, get_sandbox, prepare_writable
 from vtbench.tasks import find_task
 from vtbench.tasks.registry import Task
@@ -286,8 +287,10 @@ def run_episode(options: RunOptions, events: Events = lambda line: None, resume:
     """Run (or resume) one episode; returns the finished record and its path. The task is
     resolved and checked against its preparation once, here. ``close`` (with ``resume``):
     why the episode's runner failed after its agent started; the episode is then finished
-    without its agent, with what the grader's ledger holds."""
-    began = time.time()
+    without its agent, with what the grader's ledger holds. ``events`` is made unable to
+    raise, and its lines printable (they quote candidate names): no line can stop the
+    episode."""
+    began, events = time.time(), unfailing(events)
     if resume is not None:
         episode = Episode(resume.resolve())
         record = episode.load()

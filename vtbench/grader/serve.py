@@ -21,6 +21,8 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vtbench.printable import PrintableFormatter
+
 if TYPE_CHECKING:
     from vtbench.gpus import Gpu
 
@@ -106,8 +108,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--share-gpus", action="store_true",
                         help="use the GPUs without holding them, so episodes may hold them too")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=os.environ.get("VTBENCH_LOG", "INFO"),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(PrintableFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=os.environ.get("VTBENCH_LOG", "INFO"), handlers=[handler])
     serve(args.socket, args.port, args.sandbox, args.workers, args.gpus, args.share_gpus)
 
 
