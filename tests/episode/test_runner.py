@@ -1,4 +1,5 @@
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -110,6 +111,9 @@ def test_the_record_says_what_the_episode_ran_with(
     assert record.model is None and record.reasoning_effort is None
     assert made.sandbox_limits == cgroup_limits().mode and not made.weak_limits_allowed
     assert made.sandbox_limits_detail == cgroup_limits().describe()
+    # no offline tools folder in this environment: the system's programs, by path
+    assert made.sandbox_tools == {name: shutil.which(name, path="/usr/local/bin:/usr/bin:/bin")
+                                  for name in ("bwrap", "socat")}
 
 
 

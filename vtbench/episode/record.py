@@ -84,6 +84,9 @@ class Provenance(Record):
     weak_limits_allowed: bool = False
     """The operator passed ``--allow-weak-limits``: sandboxes may have run without
     per-sandbox memory and pids limits (processes counted per uid)."""
+    sandbox_tools: dict[str, str] = Field(default_factory=dict)
+    """Where bwrap and socat came from: system folders, or the tools folder of an offline
+    install (``$VTBENCH_TOOLS_DIR`` or ``<prefix>/vtbench-tools``)."""
     hardware: Hardware = Field(default_factory=Hardware)
 
 
