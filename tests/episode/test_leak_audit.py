@@ -1,15 +1,26 @@
 import gzip
 import io
 import json
+import py_compile
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from vtbench.episode.leak_audit import LeakFound, audit, fingerprints
-from vtbench.tasks import find_task
+from vtbench.episode.leak_audit import (
+    FingerprintsTooGeneric,
+    LeakFound,
+    audit,
+    fingerprints,
+    item_prints,
+)
+from vtbench.tasks import builtin_tasks, find_task
+from vtbench.tasks.fingerprints import is_specific
 from vtbench.tasks.materialize import materialize
+from vtbench.tasks.registry import Task
 from vtbench.tasks.store import ensure_splits, load_split
 
 
@@ -52,9 +63,8 @@ def test_a_label_that_the_public_data_already_holds_is_no_fingerprint(
         data.write(json.dumps({"prompt": "program:", "completion": f" {program}"}) + "\n")
     published = find_task(str(tmp_path / "tasks" / "dsl"))
     assert program.lower() not in fingerprints(published)
-    hidden = {pair[1] for item in load_split(dsl, "test") for pair in item["label"]["hidden"]
-              if len(pair[1]) >= 16}
-    assert hidden and {h.lower() for h in hidden} <= fingerprints(published)
+    hidden = {json.dumps(item["label"]["hidden"]).lower() for item in load_split(dsl, "test")}
+    assert hidden <= fingerprints(published)
 
 
 def test_a_test_item_inside_a_gz_file_is_found_and_named(arith, tmp_path: Path) -> None:
@@ -130,3 +140,109 @@ def test_the_runtime_audited_at_prepare_is_not_read_again_by_an_episode(arith) -
     assert scanned == len(files) > 1000
     unread = [p for p in files if cached.get(str(p)) != [p.stat().st_size, p.stat().st_mtime]]
     assert unread == []
+
+
+# ------------------------------------------------------------------ fingerprints that are specific
+
+def arith_naming(tmp_path: Path, body: str) -> Task:
+    """A copy of arith whose builder's ``fingerprint_strings(item)`` is ``body``."""
+    root = tmp_path / "tasks"
+    shutil.copytree(find_task("arith").root.parent, root,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with (root / "arith" / "builder.py").open("a") as builder:
+        builder.write(f"\n\ndef fingerprint_strings(item):\n    {body}\n")
+    task = find_task(str(root / "arith"))
+    ensure_splits(task)
+    return task
+
+
+def test_a_builder_that_names_an_entry_point_is_refused_with_the_fix(
+        private_store: Path, tmp_path: Path) -> None:
+    task = arith_naming(tmp_path, 'return [item.get("input", {}).get("question", '
+                                  '"a question of its own"), "greatest_common_divisor"]')
+    with pytest.raises(FingerprintsTooGeneric) as caught:
+        audit(task, [tmp_path / "tasks" / "arith" / "public"])
+    line = caught.value.one_line()
+    assert "'greatest_common_divisor'" in line and "whole lines" in line and "\n" not in line
+
+
+def test_a_span_that_every_item_shares_identifies_none_and_the_task_is_refused(
+        private_store: Path, tmp_path: Path) -> None:
+    task = arith_naming(tmp_path, 'return ["a phrase that every item holds"]')
+    bare = rf"{task.spec.splits.test} test item\(s\) have no fingerprint"
+    with pytest.raises(FingerprintsTooGeneric, match=bare):
+        fingerprints(task)
+
+
+@pytest.mark.parametrize("task_id", [task.id for task in builtin_tasks()])
+def test_every_test_item_of_every_task_has_spans_and_no_name_is_one(
+        task_id: str, private_store: Path) -> None:
+    task = find_task(task_id)
+    ensure_splits(task)
+    prints = fingerprints(task)
+    items = load_split(task, "test") + load_split(task, "val")
+    named = [item_prints(task, item) for item in load_split(task, "test")]
+    assert all(named) and all(is_specific(text) for each in named for text in each)
+    names = {str(value).lower() for item in items for key in ("entry_point", "id", "task_id")
+             for value in (item["input"].get(key), item["label"].get(key)
+                           if isinstance(item["label"], dict) else None) if value}
+    assert not names & prints
+
+
+@pytest.mark.parametrize("form", ["file", "zip", "pyc"])
+@pytest.mark.parametrize("task_id", ["arith", "humaneval", "bfcl"])
+def test_a_test_item_planted_in_a_file_an_archive_or_bytecode_is_found(
+        task_id: str, form: str, private_store: Path, tmp_path: Path) -> None:
+    task = find_task(task_id)
+    ensure_splits(task)
+    item = load_split(task, "test")[7]
+    text = "noise\n" * 100 + json.dumps(item)
+    if form == "file":
+        (tmp_path / "notes.jsonl").write_text(text)
+        where = r"notes\.jsonl"
+    elif form == "zip":
+        with zipfile.ZipFile(tmp_path / "extra.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("pkg/data/items.json", text)
+        where = r"extra\.zip :: pkg/data/items\.json"
+    else:
+        module = tmp_path / "cached.py"
+        module.write_text(f"ITEM = {item!r}\n")
+        py_compile.compile(str(module), cfile=str(tmp_path / "cached.pyc"), doraise=True)
+        module.unlink()
+        where = r"cached\.pyc"
+    with pytest.raises(LeakFound, match=where):
+        audit(task, [tmp_path])
+
+
+def cmake_installed(folder: Path) -> Path:
+    """cmake's wheel (its documentation held 55 of the 82 files that refused humaneval)."""
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                           "--target", str(folder), "cmake==4.4.5"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot install cmake here: {done.stderr.strip()[-200:]}")
+    return folder
+
+
+@pytest.mark.slow
+def test_no_file_of_a_full_python_environment_holds_a_fingerprint_of_any_task(
+        private_store: Path, tmp_path: Path) -> None:
+    """The runtime every research sandbox mounts (the project's environment: torch,
+    transformers, setuptools, ...) plus cmake: on such a host every humaneval episode was
+    refused, because entry-point names were fingerprints."""
+    import importlib.util
+
+    from vtbench.episode.leak_audit import Search, file_paths
+    from vtbench.sandbox import python_runtime_mounts
+
+    assert all(importlib.util.find_spec(name) for name in ("torch", "transformers", "setuptools"))
+    owner: dict[str, str] = {}
+    for task in builtin_tasks():
+        ensure_splits(task)
+        owner.update(dict.fromkeys(fingerprints(task), task.id))
+    search = Search(set(owner))
+    roots = [mount.source for mount in python_runtime_mounts()]
+    files = list(file_paths([*roots, cmake_installed(tmp_path / "cmake")]))
+    assert len(files) > 100_000 and any("cmake-4.4/Help/command" in path for path in files)
+    hits = [(owner[found[1]], found[0]) for found in map(search.first, files) if found]
+    assert hits == []
