@@ -1,8 +1,12 @@
+import contextlib
 import gzip
 import io
 import json
+import os
 import py_compile
+import re
 import shutil
+import struct
 import subprocess
 import sys
 import zipfile
@@ -98,8 +102,6 @@ def test_an_episodes_own_workspace_is_searched_every_time_and_never_cached(
         arith, tmp_path: Path) -> None:
     """A workspace file whose size and mtime are set back after split data went in is
     still found: the agent controls both, so its workspace is no place for the cache."""
-    import os
-
     from vtbench.episode.leak_audit import Audit
 
     runtime, workspace = tmp_path / "runtime", tmp_path / "workspace"
@@ -246,3 +248,108 @@ def test_no_file_of_a_full_python_environment_holds_a_fingerprint_of_any_task(
     assert len(files) > 100_000 and any("cmake-4.4/Help/command" in path for path in files)
     hits = [(owner[found[1]], found[0]) for found in map(search.first, files) if found]
     assert hits == []
+
+
+# ------------------------------------------------------------------ the runner's own copies
+
+def bytes_read() -> int:
+    """What this process has read so far, as the kernel counts it (``rchar``)."""
+    lines = Path("/proc/self/io").read_text().splitlines()
+    return int(next(line for line in lines if line.startswith("rchar:")).split()[1])
+
+
+def workspace_with_copies(task: Task, folder: Path, base: Path,
+                          initial: Path) -> tuple[Path, dict[Path, Path]]:
+    """A workspace as the runner makes it, and the folders it copied there by source."""
+    from vtbench.workspace import create_workspace
+
+    workspace = folder / "workspace"
+    create_workspace(task, workspace, folder / "snapshots.git", base, initial)
+    return workspace, {workspace / "models" / "base": base,
+                       workspace / "models" / "initial": initial}
+
+
+def test_the_models_the_runner_copied_into_a_workspace_are_not_read_again(
+        arith, tmp_path: Path) -> None:
+    """The first episode's audit reads the models' sources, once; a later one reads no
+    model bytes at all, where searching the copies read every one of them again."""
+    from vtbench.models.base import resolve_base
+
+    base, initial = resolve_base("tiny"), tmp_path / "initial"
+    shutil.copytree(base, initial)
+    model_bytes = sum(path.stat().st_size for path in base.iterdir())
+    for episode in ("first", "second"):
+        workspace, copies = workspace_with_copies(arith, tmp_path / episode, base, initial)
+        before = bytes_read()
+        assert audit(arith, [workspace], own=workspace, copies=copies) > 0
+        read = bytes_read() - before
+    assert read < model_bytes / 2
+    before = bytes_read()
+    audit(arith, [workspace], own=workspace)
+    assert bytes_read() - before > 2 * model_bytes
+
+
+def test_a_test_item_in_the_source_of_a_copied_model_is_found_there(
+        arith, tmp_path: Path) -> None:
+    from vtbench.models.base import resolve_base
+
+    base, initial = resolve_base("tiny"), tmp_path / "initial"
+    shutil.copytree(base, initial)
+    (initial / "notes.json").write_text(a_test_item(arith))
+    workspace, copies = workspace_with_copies(arith, tmp_path / "episode", base, initial)
+    with pytest.raises(LeakFound, match=re.escape(f"{initial / 'notes.json'} holds arith")):
+        audit(arith, [workspace], own=workspace, copies=copies)
+
+
+class Opened:
+    """The files of watched folders that any process opens or reads, as the kernel's
+    inotify reports them (folders being listed are left out)."""
+
+    OPEN, ACCESS, IS_FOLDER = 0x20, 0x1, 0x40000000
+
+    def __init__(self) -> None:
+        import ctypes
+
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK)
+        assert self.fd >= 0
+
+    def watch(self, folder: Path) -> None:
+        assert self.libc.inotify_add_watch(self.fd, bytes(folder), self.OPEN | self.ACCESS) >= 0
+
+    def names(self) -> set[str]:
+        found, data = set(), b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(self.fd, 65536):
+                data += chunk
+        while data:
+            _, mask, _, size = struct.unpack_from("iIII", data)
+            name = data[16:16 + size].rstrip(b"\0").decode()
+            if name and not mask & self.IS_FOLDER:
+                found.add(name)
+            data = data[16 + size:]
+        os.close(self.fd)
+        return found
+
+
+@pytest.mark.slow
+def test_an_episodes_audit_opens_no_file_of_the_models_the_runner_copied(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    from vtbench.episode.runner import RunOptions, run_episode
+
+    opened, workspace, seen = Opened(), [], []
+
+    def event(line: str) -> None:
+        if line.startswith("workspace ready: "):
+            workspace.append(Path(line.removeprefix("workspace ready: ")))
+        elif line.startswith("leak audit"):
+            for name in ("base", "initial"):
+                opened.watch(workspace[0] / "models" / name)
+        elif line.startswith("agent ") and " started" in line:
+            seen.extend(opened.names())
+
+    run_episode(RunOptions(task=str(prepared_arith), agent="command:echo thinking && exit 0",
+                           out=tmp_path, budget_minutes=3), events=event)
+    assert workspace and seen == []
+    copies = json.loads((workspace[0].parent / ".runner-state.json").read_text())["model_copies"]
+    assert set(copies) == {"models/base", "models/initial"}

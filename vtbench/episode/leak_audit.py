@@ -26,12 +26,15 @@ import json
 import os
 import zipfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from vtbench import layout
 from vtbench.errors import VtbenchError
+from vtbench.models.base import resolve_base
+from vtbench.prepare import PreparedTask
 from vtbench.sandbox import python_runtime_mounts
 from vtbench.tasks.fingerprints import MIN_LENGTH, MIN_WORDS, is_specific
 from vtbench.tasks.materialize import COMPONENTS
@@ -239,15 +242,41 @@ class Audit:
             atomic_write(self.cache_path, json.dumps(self.clean))
 
 
-def audit(task: Task, roots: Iterable[Path], own: Path | None = None) -> int:
+def workspace_copies(prepared: PreparedTask) -> dict[str, Path]:
+    """The folders the runner copies into every workspace of ``prepared`` before the agent
+    starts, by their place in the workspace, with their sources."""
+    return {"models/base": resolve_base(prepared.task.spec.base_model),
+            "models/initial": prepared.initial_model}
+
+
+def model_files(folders: Iterable[Path]) -> Iterator[str]:
+    """The files of model folders, following links (a hub snapshot links into its blobs)."""
+    return (str(path) for folder in folders for path in sorted(folder.rglob("*"))
+            if path.is_file())
+
+
+def audit(task: Task, roots: Iterable[Path], own: Path | None = None,
+          copies: Mapping[Path, Path] | None = None) -> int:
     """Search every file under ``roots``; raise LeakFound naming the first hit. Files
-    under ``own`` (the episode's workspace) are searched without the cache."""
+    under ``own`` (the episode's workspace) are searched without the cache. ``copies``
+    maps the folders the runner itself copied into the workspace before any untrusted code
+    ran (:func:`workspace_copies`) to their sources: a copy is not read, its source is
+    searched instead, cached like the runtime (it lies in the operator's stores: the
+    private store, the repository, the Hugging Face cache), so an episode reads no model
+    bytes that an earlier audit (or ``vtbench prepare``'s) read."""
+    copied = tuple(f"{folder}{os.sep}" for folder in (copies or {}))
+    paths = (path for path in file_paths(roots) if not (copied and path.startswith(copied)))
+    return search(task, chain(model_files((copies or {}).values()), paths), own)
+
+
+def search(task: Task, paths: Iterable[str], own: Path | None) -> int:
+    """Search ``paths``, caching clean files but those under ``own``; returns how many."""
     check = Audit(task)
     if not check.prints:
         return 0
     scanned, own_prefix = 0, f"{own}{os.sep}" if own is not None else None
     try:
-        for path in file_paths(roots):
+        for path in paths:
             scanned += 1
             where = check.hit(path, remember=own_prefix is None
                               or not path.startswith(own_prefix))
@@ -259,7 +288,9 @@ def audit(task: Task, roots: Iterable[Path], own: Path | None = None) -> int:
     return scanned
 
 
-def audit_runtime(task: Task) -> int:
+def audit_runtime(task: Task, models: Iterable[Path] = ()) -> int:
     """Audit the Python runtime every research sandbox shows (the slow part of a task's
-    first audit), filling the cache the runner's audit reads."""
-    return audit(task, [mount.source for mount in python_runtime_mounts()])
+    first audit) and ``models`` (the sources of :func:`workspace_copies`), filling the
+    cache the runner's audit reads."""
+    runtime = file_paths([mount.source for mount in python_runtime_mounts()])
+    return search(task, chain(runtime, model_files(models)), None)
