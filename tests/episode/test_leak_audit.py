@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import bytes_read
 from vtbench.episode.leak_audit import (
     FingerprintsTooGeneric,
     LeakFound,
@@ -251,12 +252,6 @@ def test_no_file_of_a_full_python_environment_holds_a_fingerprint_of_any_task(
 
 
 # ------------------------------------------------------------------ the runner's own copies
-
-def bytes_read() -> int:
-    """What this process has read so far, as the kernel counts it (``rchar``)."""
-    lines = Path("/proc/self/io").read_text().splitlines()
-    return int(next(line for line in lines if line.startswith("rchar:")).split()[1])
-
 
 def workspace_with_copies(task: Task, folder: Path, base: Path,
                           initial: Path) -> tuple[Path, dict[Path, Path]]:
