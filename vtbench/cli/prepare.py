@@ -97,12 +97,14 @@ def prepare(
 
 
 def audit_runtimes(tasks: list[Task], report: Callable[[str, str], None]) -> None:
-    """Leak-audit the sandbox runtime for each task now, so that episodes start at once."""
-    from vtbench.episode.leak_audit import audit_runtime
+    """Leak-audit the sandbox runtime and the models every workspace starts with for each
+    task now, so that episodes start at once."""
+    from vtbench.episode.leak_audit import audit_runtime, workspace_copies
+    from vtbench.prepare import load_prepared
 
     for task in tasks:
         report(f"{task.id}/leak-audit", "searching the sandbox runtime for split data")
-        files = audit_runtime(task)
+        files = audit_runtime(task, workspace_copies(load_prepared(task)).values())
         report(f"{task.id}/leak-audit", f"done ({files} files)")
 
 

@@ -34,7 +34,7 @@ from vtbench.client import DEADLINE_ENV, GraderClient
 from vtbench.episode.disk import WorkspaceDisk, unavailable
 from vtbench.episode.gateway_process import config_path, episode_gateway, llm_usage
 from vtbench.episode.grader_process import grader_log, running_grader
-from vtbench.episode.leak_audit import audit
+from vtbench.episode.leak_audit import audit, workspace_copies
 from vtbench.episode.plumbing import output_pipe, relayed_sockets
 from vtbench.episode.provenance import provenance
 from vtbench.episode.record import EpisodeRecord
@@ -58,7 +58,6 @@ from vtbench.gpus import (
 from vtbench.grader.serve import evaluation_gpus_of_grader
 from vtbench.grader.tokens import operator_token
 from vtbench.layout import EpisodePaths
-from vtbench.models.base import resolve_base
 from vtbench.prepare import PreparedTask, load_prepared, prepared_by_id
 from vtbench.printable import unfailing
 from vtbench.sandbox import Mount, SandboxProcess, get_sandbox, prepare_writable
@@ -119,8 +118,9 @@ def start_episode(prepared: PreparedTask, options: RunOptions, events: Events,
     episode = Episode(options.out.resolve() / f"{task.id}-{slug}-s{options.seed}-{stamp}")
     episode.folder.mkdir(parents=True)
     limit_disk(episode, task, events)
-    create_workspace(task, episode.workspace, episode.snapshots,
-                     resolve_base(task.spec.base_model), prepared.initial_model)
+    models = workspace_copies(prepared)
+    create_workspace(task, episode.workspace, episode.snapshots, models["models/base"],
+                     models["models/initial"])
     budget = options.budget_minutes or task.spec.budgets.wall_clock_minutes
     record = EpisodeRecord(
         episode_id=episode.folder.name, task=task.id, agent=options.agent, seed=options.seed,
@@ -206,11 +206,14 @@ def audit_sandbox(task: Task, mounts: list[Mount], episode: Episode,
     as the runner made it (``workspace_as_made`` in the runner's state, set when the
     episode is created); once audited it is the agent's own work (a task's public
     generator can draw a test item by chance, as arith's reference solution does when it
-    synthesises problems), so a resumed episode's audit covers the rest of the sandbox."""
-    roots = [mount.source for mount in mounts]
-    if not state.get("workspace_as_made"):
+    synthesises problems), so a resumed episode's audit covers the rest of the sandbox. The
+    models the runner copied into it are not read again: their sources are searched."""
+    roots, as_made = [mount.source for mount in mounts], state.get("workspace_as_made")
+    if not as_made:
         roots = [root for root in roots if not root.is_relative_to(episode.workspace)]
-    audit(task, roots, own=episode.workspace)
+    copies = {episode.workspace / place: Path(source)
+              for place, source in state.get("model_copies", {}).items()} if as_made else {}
+    audit(task, roots, own=episode.workspace, copies=copies)
     episode.save_state({**state, "workspace_as_made": False})
 
 
@@ -342,8 +345,9 @@ def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
         client = GraderClient(grader, operator_token())
         if not episode.runner_state.exists():
             grant = client.create_episode(prepared.id, prepared.digest, episode.workspace)
+            copies = {place: str(source) for place, source in workspace_copies(prepared).items()}
             episode.save_state({"episode": grant.episode, "token": grant.token,
-                                "workspace_as_made": True})
+                                "workspace_as_made": True, "model_copies": copies})
         if close is not None:
             events("closing the episode without its agent: scoring what the ledger holds")
             record.runner_failure = close

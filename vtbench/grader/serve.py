@@ -82,9 +82,11 @@ def _serve(socket: Path | None, port: int | None, sandbox: str, workers: int,
 
     from vtbench.grader.app import create_app
     from vtbench.grader.core import Grader
+    from vtbench.models.template import start_template
 
     grader = Grader(sandbox=sandbox, workers=workers, gpus=gpus)
     grader.start()
+    start_template()  # while the agent starts: the first validation's server forks at once
     if socket is not None and socket.exists() and stat.S_ISSOCK(socket.lstat().st_mode):
         socket.unlink()  # left by a killed grader
     config = uvicorn.Config(
