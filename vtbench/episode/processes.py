@@ -46,10 +46,14 @@ SYSTEM_PLACES = tuple(PurePosixPath(p) for p in (
 """Read-only in every sandbox (besides the runtime mounts the runner passes)."""
 INLINE = "(inline program)"
 NOT_TRAINER = "(torch outside a program of trainer/)"
-MAX_ARG_CHARS = 1000
-MAX_ARGS = 200
-MAX_RECORDS = 2000
-"""Most processes recorded in one episode; beyond, none is credited to the components."""
+MAX_ARG_CHARS = 500
+MAX_ARGV_CHARS = 4000
+"""Most characters of a command line kept (each argument cut to :data:`MAX_ARG_CHARS`)."""
+MAX_PATHS = 32
+"""Most paths kept per list (elsewhere, candidates) of one record."""
+MAX_RECORDS = 1000
+"""Most processes recorded in one episode; beyond, what trains is not recorded (and so
+not credited to the components)."""
 
 
 def children_map() -> dict[int, list[int]]:
@@ -162,7 +166,8 @@ class Places:
         from_trainer = any(_in_workspace(p) and _top(p) == TRAINER and len(_parts(p)) > 1
                            for p in paths)
         return Judged(from_trainer=from_trainer, inline=_inline(argv),
-                      elsewhere=sorted(set(elsewhere))[:MAX_ARGS], candidates=named[:MAX_ARGS])
+                      elsewhere=[p[:MAX_ARG_CHARS] for p in sorted(set(elsewhere))[:MAX_PATHS]],
+                      candidates=[p[:MAX_ARG_CHARS] for p in named[:MAX_PATHS]])
 
 
 @dataclass
@@ -238,8 +243,7 @@ class ProcessWatch:
                 return False
             live.record = ProcessSeen(
                 pid=live.pid, first_seen=live.first_seen, last_seen=now,
-                cwd=live.cwd[:MAX_ARG_CHARS],
-                argv=[a[:MAX_ARG_CHARS] for a in live.argv[:MAX_ARGS]], training=trains,
+                cwd=live.cwd[:MAX_ARG_CHARS], argv=bounded(live.argv), training=trains,
                 elsewhere=elsewhere, candidates=judged.candidates)
             self.records.append(live.record)
             return True
@@ -248,6 +252,19 @@ class ProcessWatch:
             return False
         live.record.training, live.record.elsewhere = trains, elsewhere
         return True
+
+
+def bounded(argv: list[str]) -> list[str]:
+    """The command line as recorded: each argument cut to :data:`MAX_ARG_CHARS`, and no
+    more arguments than fit :data:`MAX_ARGV_CHARS`."""
+    kept, total = [], 0
+    for argument in argv:
+        cut = argument[:MAX_ARG_CHARS]
+        total += len(cut)
+        if total > MAX_ARGV_CHARS:
+            break
+        kept.append(cut)
+    return kept
 
 
 def load(path: Path) -> list[ProcessSeen]:
@@ -270,19 +287,20 @@ def read_only_places(mounts: list[Mount]) -> list[PurePosixPath]:
 
 def _paths(argv: list[str], folder: PurePosixPath) -> list[PurePosixPath]:
     """Every argument that may be a path, made absolute from ``folder`` and normalised
-    (``--data=alt`` gives ``alt``; ``-m a.b`` gives ``a/b``); options are left out."""
+    (``--data=alt`` gives ``alt``; ``-m a.b`` gives ``a`` and ``a/b.py``); options are left
+    out, and so is a command name without ``/`` (the shell finds it on the PATH)."""
     found, module = [], False
-    for argument in argv:
-        value = argument
+    for position, argument in enumerate(argv):
+        values = [argument]
         if module:
-            value, module = argument.replace(".", "/"), False
+            module, parts = False, argument.split(".")
+            values = [parts[0], "/".join(parts) + ".py"]
         elif argument.startswith("-"):
             module = argument == "-m"
-            if "=" not in argument:
-                continue
-            value = argument.split("=", 1)[1]
-        if value:
-            found.append(_normal(folder / value))
+            values = [argument.split("=", 1)[1]] if "=" in argument else []
+        elif position == 0 and "/" not in argument:
+            values = []
+        found += [_normal(folder / value) for value in values if value]
     return found
 
 
