@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from vtbench.gpus import Gpu, GpuAllocator, GpusUnavailable, host_gpus, parse_inventory
+from vtbench.gpus import (
+    Gpu,
+    GpuAllocator,
+    GpusUnavailable,
+    episode_gpu_count,
+    host_gpus,
+    parse_inventory,
+)
 
 TWO = [Gpu(0, "NVIDIA H200"), Gpu(1, "NVIDIA H200")]
 
@@ -74,3 +81,16 @@ def test_a_host_without_nvidia_smi_has_no_gpus_and_zero_gpus_are_always_free(
     assert host_gpus() == []
     with GpuAllocator().hold(0, "cpu episode") as none:
         assert none == []
+
+
+@pytest.mark.parametrize(("listed", "required", "optional", "held"), [
+    (0, 0, 1, 0), (1, 0, 1, 1), (2, 0, 1, 1), (2, 2, 0, 2), (0, 0, 0, 0)])
+def test_optional_gpus_are_held_where_the_host_has_them_and_required_ones_always(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listed: int, required: int,
+        optional: int, held: int) -> None:
+    smi = tmp_path / "nvidia-smi"
+    lines = "".join(f"{index}, NVIDIA H200\\n" for index in range(listed))
+    smi.write_text(f"#!/bin/sh\nprintf '{lines}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    assert episode_gpu_count(required, optional) == held

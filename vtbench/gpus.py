@@ -27,6 +27,11 @@ from vtbench import layout
 from vtbench.errors import VtbenchError
 
 ALLOWED_ENV = "VTBENCH_GPUS"
+MEMORY_FRACTION_ENV = "VTBENCH_GPU_MEMORY_FRACTION"
+"""Set where a GPU is shared: the share of its memory each side's processes may take
+(``torch.cuda.set_per_process_memory_fraction``)."""
+SHARED_MEMORY_FRACTION = 0.5
+"""Each side's share of a GPU the grader shares with an episode's research sandbox."""
 
 
 class GpusUnavailable(VtbenchError):
@@ -139,3 +144,29 @@ def _holder(path: Path) -> str | None:
         except BlockingIOError:
             return handle.read().strip() or "unknown"
     return None
+
+
+def episode_gpu_count(required: int, optional: int) -> int:
+    """GPUs an episode's research sandbox holds: the ``required`` ones, else as many of the
+    ``optional`` ones as the host may hand out (none on a host without GPUs)."""
+    return required or min(optional, len(host_gpus()))
+
+
+def grader_shares_gpus() -> bool:
+    """Whether a grader started for episodes shares its GPU with them: on a host with one
+    GPU, an episode that trains on it and the grader that evaluates on it must share."""
+    return len(host_gpus()) == 1
+
+
+def apply_memory_fraction() -> float | None:
+    """In a process that uses CUDA: cap its share of the device's memory where
+    :data:`MEMORY_FRACTION_ENV` says (the GPU is shared); returns the share."""
+    value = os.environ.get(MEMORY_FRACTION_ENV)
+    if not value:
+        return None
+    import torch
+
+    fraction = float(value)
+    for device in range(torch.cuda.device_count()):
+        torch.cuda.set_per_process_memory_fraction(fraction, device)
+    return fraction

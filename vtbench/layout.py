@@ -7,6 +7,7 @@ systems; it is never inside the repository or a workspace.
 """
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,11 @@ def grader_db() -> Path:
     return grader_home() / "ledger.sqlite"
 
 
+def grader_gpus_file() -> Path:
+    """Which GPUs the running grader evaluates on, and whether it shares them."""
+    return grader_home() / "evaluation-gpus.json"
+
+
 def candidate_store() -> Path:
     """The content-addressed store of intaken candidates: ``cas/<sha256>/``."""
     return grader_home() / "cas"
@@ -60,6 +66,13 @@ def operator_packages() -> Path:
     configured = os.environ.get("VTBENCH_VENDOR")
     path = Path(configured) if configured else REPO_ROOT / ".venv-operator"
     return path.expanduser().resolve()
+
+
+def bundled_tools() -> Path:
+    """Where ``scripts/setup --offline`` puts the sandbox's host programs (bwrap, socat and
+    their libraries) from an offline bundle: inside the environment it installed into, so
+    they come and go with it (``vtbench.sandbox._tools``; ``$VTBENCH_TOOLS_DIR`` overrides)."""
+    return Path(sys.prefix) / "vtbench-tools"
 
 
 RECORD_FILE = "episode.json"

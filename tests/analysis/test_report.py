@@ -163,3 +163,17 @@ def test_co_design_is_counted_per_episode_as_well_as_per_step(runs: Path) -> Non
     assert reference["codesign_rate"] < reference["episode_codesign_rate"]
     noop = next(r for r in rows if r["agent"] == "noop")
     assert noop["episode_codesign_rate"] is None or noop["episode_codesign_rate"] == 0
+
+
+def test_an_episode_that_shared_its_gpu_with_the_grader_says_so(tmp_path: Path) -> None:
+    make_episodes(tmp_path / "runs", ["reference"], ["arith"], [0, 1])
+    (record_file,) = (tmp_path / "runs").glob("*s0*/episode.json")
+    record = json.loads(record_file.read_text())
+    record_file.write_text(json.dumps({**record, "gpu_shared_with_grader": True}))
+    out = tmp_path / "report.html"
+    assert run_cli("report", str(tmp_path / "runs"), "--html", str(out)).returncode == 0
+    page = out.read_text()
+    shared = page[page.index('id="episode-arith-reference-s0"'):]
+    assert "GPU shared with the grader" in shared[:shared.index("</summary>")]
+    alone = page[page.index('id="episode-arith-reference-s1"'):]
+    assert "GPU shared with the grader" not in alone[:alone.index("</summary>")]

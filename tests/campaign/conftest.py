@@ -1,11 +1,14 @@
-"""Campaign files for the tests, and the real ``vtbench`` command line run in-process."""
+"""Campaign files and episode folders for the tests, and the real ``vtbench`` command line
+run in-process."""
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from vtbench.cli import main
+from vtbench.episode.record import EpisodeRecord
 
 
 def write_campaign(folder: Path, text: str, name: str = "campaign.toml") -> Path:
@@ -26,3 +29,24 @@ def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         code = done.code if isinstance(done.code, int) else 1
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+STARTED = "2026-01-01T00:00:05+00:00"
+
+
+def episode_folder(slot: Path, name: str, status: Literal["running", "finished", "failed"] | None,
+                   submitted: bool = False, agent_started: bool = False,
+                   stop_reason: str = "agent_exited") -> Path:
+    """An episode folder in ``slot`` as a runner leaves it (no record: ``status`` None)."""
+    folder = slot / name
+    (folder / "workspace").mkdir(parents=True)
+    if status is not None:
+        record = EpisodeRecord(episode_id=name, task="arith", agent="noop", seed=0,
+                               budget_minutes=3, started_at="2026-01-01T00:00:00+00:00",
+                               agent_started_at=STARTED if agent_started else None,
+                               status=status, submitted=submitted, gain=0.0 if status else None,
+                               stop_reason=stop_reason)
+        if stop_reason == "runner_failed":
+            record.runner_failure = "the runner was killed by SIGKILL"
+        (folder / "episode.json").write_text(record.model_dump_json())
+    return folder

@@ -7,32 +7,23 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Literal
 
 import pytest
 
+from tests.campaign.conftest import episode_folder, write_campaign
+from vtbench.campaign import load_plan
 from vtbench.campaign.attempt import (
+    Attempt,
     AttemptResult,
+    EpisodeNotHere,
+    Running,
     SlotHeld,
     classify,
     hold,
     last_error,
     prepare_slot,
+    runner_command,
 )
-from vtbench.episode.record import EpisodeRecord
-
-
-def episode_folder(slot: Path, name: str, status: Literal["running", "finished", "failed"] | None,
-                   submitted: bool = False) -> Path:
-    folder = slot / name
-    (folder / "workspace").mkdir(parents=True)
-    if status is not None:
-        record = EpisodeRecord(episode_id=name, task="arith", agent="noop", seed=0,
-                               budget_minutes=3, started_at="2026-01-01T00:00:00+00:00",
-                               status=status, submitted=submitted, gain=0.0 if status else None,
-                               stop_reason="agent_exited")
-        (folder / "episode.json").write_text(record.model_dump_json())
-    return folder
 
 
 def test_a_slot_resumes_its_running_episode_and_sets_the_rest_aside(tmp_path: Path) -> None:
@@ -53,6 +44,59 @@ def test_a_slot_with_nothing_to_resume_starts_afresh(tmp_path: Path) -> None:
     assert prepare_slot(slot, aside) is None
     assert sorted(p.name for p in aside.iterdir()) == ["a-1", "a-1+"]
     assert prepare_slot(tmp_path / "new-slot", aside) is None
+
+
+def test_a_slot_resumes_the_episode_whose_agent_started_whatever_its_record_says(
+        tmp_path: Path) -> None:
+    """A runner that failed after its agent started marks its record failed (or dies
+    leaving it running): either way the next attempt continues that episode."""
+    slot, aside = tmp_path / "slot", tmp_path / "aside"
+    episode_folder(slot, "a-1-running-not-started", "running")
+    started = episode_folder(slot, "a-2-failed-after-start", "failed", agent_started=True)
+    assert prepare_slot(slot, aside) == started
+    assert [p.name for p in aside.iterdir()] == ["a-1-running-not-started"]
+
+
+def test_an_episode_whose_agent_started_is_never_started_afresh_elsewhere(
+        tmp_path: Path, minimal_task: Path) -> None:
+    """A Ray node's scratch slot does not hold the episode: the attempt refuses, so an agent
+    that made its runner die gets no new episode in place of its poor one."""
+    plan = load_plan(write_campaign(tmp_path, 'agents = [{name = "noop"}]\n'
+                                    f'tasks = ["{minimal_task}"]\nseeds = [0]\n'))
+    for attempt in (Attempt(plan.episodes[0], 2, "none", False, resumes=True),
+                    Attempt(plan.episodes[0], 3, "none", False, close="killed")):
+        with pytest.raises(EpisodeNotHere, match="whose agent started"):
+            Running(attempt, tmp_path / f"slot-{attempt.number}", tmp_path / "aside", "here")
+        assert [p.name for p in (tmp_path / f"slot-{attempt.number}").iterdir()] == [
+            "slot.lock"]
+
+
+def test_a_closing_attempt_resumes_its_episode_without_the_agent(
+        tmp_path: Path, minimal_task: Path) -> None:
+    plan = load_plan(write_campaign(tmp_path, 'agents = [{name = "noop"}]\n'
+                                    f'tasks = ["{minimal_task}"]\nseeds = [0]\n'))
+    closing = Attempt(plan.episodes[0], 3, "bwrap", False, resumes=True,
+                      close="--x: the runner was killed by SIGKILL")
+    argv = runner_command(closing, tmp_path / "slot", tmp_path / "slot" / "ep")
+    assert argv[-3:] == ["--resume", str(tmp_path / "slot" / "ep"),
+                         "--close=--x: the runner was killed by SIGKILL"]
+    assert not any(arg.startswith("--close") for arg in runner_command(
+        Attempt(plan.episodes[0], 2, "bwrap", False, resumes=True), tmp_path, tmp_path / "ep"))
+
+
+def test_a_closed_episode_is_a_result_that_says_its_runner_failed(tmp_path: Path) -> None:
+    slot = tmp_path / "episodes" / "k"
+    episode_folder(slot, "closed-with", "finished", submitted=True, agent_started=True,
+                   stop_reason="runner_failed")
+    episode_folder(slot, "closed-without", "finished", agent_started=True,
+                   stop_reason="runner_failed")
+    why = ("closed after its runner failed once the agent had started: the runner was killed "
+           "by SIGKILL")
+    with_submission = classify(AttemptResult(0, 3.0, None, "closed-with", "here"), slot, tmp_path)
+    assert (with_submission.state, with_submission.reason) == ("finished", why)
+    without = classify(AttemptResult(0, 3.0, None, "closed-without", "here"), slot, tmp_path)
+    assert (without.state, without.reason) == ("failed_agent", f"no submission: {why}")
+    assert without.gain == 0.0 and without.folder == "episodes/k/closed-without"
 
 
 def test_an_ended_attempt_is_a_result_or_a_failure_of_the_infrastructure(tmp_path: Path) -> None:

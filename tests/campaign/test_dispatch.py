@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.campaign.conftest import write_campaign
+from tests.campaign.conftest import episode_folder, write_campaign
 from vtbench.campaign import CampaignBusy, CampaignFolder, Ledger, dispatch, load_plan
+from vtbench.campaign.attempt import AttemptResult
 from vtbench.campaign.local import Capacity, LocalExecutor
 from vtbench.campaign.plan import PlannedEpisode
 from vtbench.campaign.progress import CampaignProgress
+from vtbench.campaign.runner import attempt, attempts_allowed, record
 
 
 def test_a_failing_runner_is_tried_again_up_to_the_retries_and_each_reason_is_kept(
@@ -41,6 +43,43 @@ def test_a_failing_runner_is_tried_again_up_to_the_retries_and_each_reason_is_ke
             "attempt-1.json", "attempt-1.log", "attempt-2.json", "attempt-2.log"]
     log = folder.log.read_text()
     assert log.count("tried again") == 2 and log.count("out of attempts") == 2
+
+
+def test_a_runner_that_fails_after_its_agent_started_is_resumed_then_closed(
+        tmp_path: Path, minimal_task: Path) -> None:
+    """``retries = 1``: two attempts that resume the episode, then one that closes it with
+    the last failure as its reason; the episode never ends failed_infra for it, and a dead
+    campaign's interrupted attempt counts the same way."""
+    plan = load_plan(write_campaign(tmp_path, 'agents = [{name = "noop"}]\n'
+                                    f'tasks = ["{minimal_task}"]\nseeds = [0, 1]\n'
+                                    'retries = 1\n'))
+    folder = CampaignFolder(tmp_path / "out")
+    folder.root.mkdir()
+    ledger = Ledger(folder.ledger)
+    ledger.add([e.key for e in plan.episodes])
+    started, other = plan.episodes
+    episode_folder(folder.slot(started.key), "ep", "running", agent_started=True)
+    killed = AttemptResult(-9, 5.0, None, None, "here")
+    with CampaignProgress(folder.log, "test", live=False) as progress:
+        for number in (1, 2):
+            assert ledger.claim(started.key) == number
+            made = attempt(plan, folder, ledger, started, number)
+            assert made.resumes and made.close is None
+            assert record(plan, folder, ledger, started.key, killed, progress) == "pending"
+        assert ledger.claim(started.key) == 3
+        closing = attempt(plan, folder, ledger, started, 3)
+        assert closing.close == "the runner was killed by SIGKILL"
+        for number in (1, 2):
+            ledger.claim(other.key)
+            assert not attempt(plan, folder, ledger, other, number).resumes
+            state = record(plan, folder, ledger, other.key, killed, progress)
+        assert state == "failed_infra"
+    ledger.db.close()
+    again = Ledger(folder.ledger)
+    assert again.recover(lambda key: attempts_allowed(plan, folder, key)) == {
+        started.key: "failed_infra"}
+    assert again.row(started.key).attempts == 3
+    assert "its agent had started: resumed" in folder.log.read_text()
 
 
 def test_a_second_campaign_run_on_a_held_folder_is_refused(

@@ -84,7 +84,7 @@ def test_a_dead_campaigns_running_episodes_count_that_attempt_and_wait_again(
     dead.db.close()  # the process that claimed them is gone
 
     again = Ledger(path)
-    assert again.recover(max_attempts=2) == {"a": "pending", "b": "failed_infra"}
+    assert again.recover(lambda key: 2) == {"a": "pending", "b": "failed_infra"}
     assert [(r.key, r.state, r.attempts) for r in again.rows()] == [
         ("a", "pending", 1), ("b", "failed_infra", 2), ("c", "pending", 0)]
     assert again.row("a").reason is not None and "interrupted" in again.row("a").reason

@@ -53,6 +53,30 @@ def test_a_runner_never_stops_the_operators_grader(
     assert alive(socket) and operator_grader.poll() is None
 
 
+def template_sockets(parent: int) -> list[Path]:
+    """The sockets that the model-server templates started by ``parent`` listen on."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            argv = stat.with_name("cmdline").read_bytes().decode().split("\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and "vtbench.models.template" in argv:
+            found.append(Path(argv[argv.index("vtbench.models.template") + 1]))
+    return [socket for socket in found if socket.exists()]
+
+
+def test_a_grader_has_its_model_server_template_ready_before_the_first_validation(
+        operator_grader: subprocess.Popen[bytes]) -> None:
+    """Started by the first validation instead, the template's imports (torch,
+    transformers, CUDA) made that validation's model server start in 20 s, not 1 s."""
+    deadline = time.monotonic() + 120
+    while not template_sockets(operator_grader.pid):
+        assert operator_grader.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+
+
 def test_a_runner_killed_with_sigkill_leaves_no_claim_on_the_grader(tmp_path: Path) -> None:
     ready = tmp_path / "ready"
     holder = subprocess.Popen([sys.executable, "-c", (
@@ -106,3 +130,30 @@ def started(out: Path, run: subprocess.Popen[str]) -> Path:
         assert run.poll() is None and time.monotonic() < deadline
         time.sleep(0.5)
     return next(out.glob("*/.runner-state.json")).parent
+
+
+def listed_gpus(folder: Path, monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """A host whose ``nvidia-smi`` lists ``count`` GPUs (the inventory's only source)."""
+    smi = folder / "nvidia-smi"
+    lines = "".join(f"{index}, NVIDIA H200\\n" for index in range(count))
+    smi.write_text(f"#!/bin/sh\nprintf '{lines}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize(("count", "shared", "holds"), [(1, True, []), (2, False, [0])])
+def test_a_grader_started_for_episodes_shares_the_only_gpu_and_holds_one_of_several(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, shared: bool,
+        holds: list[int]) -> None:
+    from vtbench import layout
+    from vtbench.episode.runner import shares_with_grader
+    from vtbench.gpus import GpuAllocator
+    from vtbench.grader.serve import evaluation_gpus_of_grader
+
+    listed_gpus(tmp_path, monkeypatch, count)
+    with running_grader():
+        assert evaluation_gpus_of_grader(layout.grader_gpus_file()) == ([0], shared)
+        held = [index for index, holder in GpuAllocator().holders().items() if holder]
+        assert held == holds
+        assert shares_with_grader([0]) is shared
+        assert not shares_with_grader([1])

@@ -3,14 +3,16 @@
 An episode's section shows what a reader needs to follow its research: its validations
 over time (score, candidate, what changed since the step before, and whether the candidate
 was trained outside the components), and its candidates' lineage (trained, merged, reused;
-what trained it, parents and method), as the grader recorded it. Every
-string from a record is HTML-escaped here.
+what trained it, parents and method), as the grader recorded it. Every string from a record
+is shown :func:`~vtbench.printable.printable` (an agent chose many of them: candidate names,
+parents) and HTML-escaped here.
 """
 
 import base64
 import html
 
 from vtbench.analysis.loading import Episode
+from vtbench.printable import printable
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -42,7 +44,12 @@ def cell(header: str, cell: str, interval: str = "") -> str:
     elif header == "changes":
         css = ' class="l"'
     extra = f' <span class="ci">{html.escape(interval)}</span>' if interval else ""
-    return f"<td{css}>{html.escape(cell)}{extra}</td>"
+    return f"<td{css}>{text(cell)}{extra}</td>"
+
+
+def text(value: str) -> str:
+    """A string from a record as inert HTML text."""
+    return html.escape(printable(value))
 
 
 def figure(png: bytes, alt: str, caption: str) -> str:
@@ -115,10 +122,12 @@ def episode_section(episode: Episode, label: str) -> str:
                f"gain {gain}, {len(record.validations)} validations, changed {changed}")
     if record.provenance.weak_limits_allowed:
         summary += ", weak sandbox limits allowed"
+    if record.gpu_shared_with_grader:
+        summary += ", GPU shared with the grader"
     steps = (table(steps_table(episode), f"steps-{record.episode_id}")
              if episode.history.steps else
-             f"<p>{html.escape(episode.history.error or 'no steps')}</p>")
-    return (f'<details class="episode" id="episode-{html.escape(record.episode_id)}">'
-            f"<summary>{html.escape(summary)}</summary><h3>Validations over time</h3>{steps}"
+             f"<p>{text(episode.history.error or 'no steps')}</p>")
+    return (f'<details class="episode" id="episode-{text(record.episode_id)}">'
+            f"<summary>{text(summary)}</summary><h3>Validations over time</h3>{steps}"
             f"<h3>Candidates' lineage</h3>"
             f"{table(lineage_table(episode), f'lineage-{record.episode_id}')}</details>")

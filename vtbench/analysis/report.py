@@ -2,13 +2,16 @@
 
 The HTML page carries its CSS inline and its figures as base64 PNG ``<img>`` tags, so it
 is one file that opens anywhere without network access. Every string that came from a
-record (agent and task names, errors) is HTML-escaped. Nothing here reads anything but
-episode records, their stored histories and their workspace repositories.
+record (agent and task names, candidates, errors) is made
+:func:`~vtbench.printable.printable`, then HTML-escaped, or in Markdown has each character
+Markdown could read as markup escaped. Nothing here reads anything but episode records,
+their stored histories and their workspace repositories.
 """
 
 import html
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vtbench.analysis import pages, plots
@@ -20,6 +23,10 @@ from vtbench.analysis.leaderboard import (
     published_table,
 )
 from vtbench.analysis.loading import Episode
+from vtbench.episode.record import EpisodeRecord
+from vtbench.printable import printable
+
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|!~&$])")
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1280px;
@@ -41,15 +48,42 @@ details summary{cursor:pointer;color:#0969da}
 """
 
 
+@dataclass(frozen=True)
+class Missing:
+    """A planned episode without a result (a campaign's): listed with why, never counted.
+    Normally its agent never started; one whose agent started has no result only when
+    closing it failed too (see ``vtbench.campaign``)."""
+
+    episode: str
+    state: str
+    attempts: int
+    agent_started: bool
+    reason: str
+
+
 @dataclass
 class Report:
     episodes: list[Episode]
     board: Leaderboard
+    missing: list[Missing] = field(default_factory=list)
 
 
-def build_report(episodes: Sequence[Episode]) -> Report:
+def build_report(episodes: Sequence[Episode], missing: Sequence[Missing] = ()) -> Report:
     ordered = list(episodes)
-    return Report(ordered, build_leaderboard([e.metrics for e in ordered]))
+    return Report(ordered, build_leaderboard([e.metrics for e in ordered]), list(missing))
+
+
+def missing_table(missing: Sequence[Missing]) -> tuple[list[str], list[list[str]]]:
+    return (["episode", "state", "attempts", "agent started", "reason"],
+            [[m.episode, m.state, str(m.attempts), "yes" if m.agent_started else "no",
+              m.reason] for m in missing])
+
+
+def stop(record: EpisodeRecord) -> str:
+    """Why the episode ended; for one closed after its runner failed, why it failed."""
+    if record.stop_reason == "runner_failed":
+        return f"runner_failed: {record.runner_failure}"
+    return record.stop_reason or "–"
 
 
 def json_rows(report: Report) -> list[dict[str, Any]]:
@@ -122,7 +156,7 @@ def interval_note(board: Leaderboard) -> str:
 
 
 def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str]]]:
-    headers = ["episode", "agent", "task", "seed", "validations", "best val", "gain",
+    headers = ["episode", "agent", "task", "seed", "stop", "validations", "best val", "gain",
                "co-design", "algorithm", "first improvement", "changes",
                "agent / training / grading s", "$", "input tok", "cached tok", "output tok"]
     rows = []
@@ -133,7 +167,8 @@ def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str
         first = "–" if m.time_to_first_improvement is None else \
             f"{m.time_to_first_improvement / 60:.1f} min"
         spent = m.budget
-        rows.append([m.episode_id, agent_key(m), m.task, str(m.seed), str(m.validations_used),
+        rows.append([m.episode_id, agent_key(m), m.task, str(m.seed), stop(e.record),
+                     str(m.validations_used),
                      _num(m.best_val), _num(m.gain, signed=True), _pct(m.codesign_rate),
                      _pct(m.algorithm_change_rate), first, kinds,
                      f"{m.budget.agent_seconds:.0f} / {m.budget.training_seconds:.0f} / "
@@ -157,12 +192,16 @@ def _header(report: Report) -> str:
     note = "" if not unclassified else (
         f'<p class="note">{len(unclassified)} episode(s) have no readable workspace history; '
         "their behavioural rates are left out. First: "
-        f"{html.escape(unclassified[0].metrics.history_error or '')}</p>")
-    warnings = "".join(f'<p class="note">warning: {html.escape(w)}</p>' for w in board.warnings)
+        f"{pages.text(unclassified[0].metrics.history_error or '')}</p>")
+    warnings = "".join(f'<p class="note">warning: {pages.text(w)}</p>' for w in board.warnings)
+    missing = "" if not report.missing else (
+        f'<p class="note">{len(report.missing)} planned episode(s) have no result and are not '
+        "counted:</p>"
+        + pages.table(missing_table(report.missing), "missing"))
     return ("<h1>VibeTraining-Bench report</h1>"
             f'<p class="lede">{len(episodes)} episodes · {len(board.agents)} agents · '
             f"{len(board.tasks)} tasks · {html.escape(interval_note(board))}</p>"
-            f"{note}{warnings}")
+            f"{note}{warnings}{missing}")
 
 
 def _sections(report: Report) -> list[str]:
@@ -211,11 +250,18 @@ def render_html(report: Report) -> str:
     ])
 
 
+def _md_text(text: str) -> str:
+    """Text from a record, inert in Markdown: printable, and each character Markdown could
+    read as markup (emphasis, code, links, HTML, entities, table cells, maths)
+    backslash-escaped."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", printable(text))
+
+
 def _md_table(table: tuple[list[str], list[list[str]]]) -> str:
     headers, rows = table
 
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(map(_md_text, cells)) + " |"
 
     return "\n".join([line([h.strip() for h in headers]),
                       line(["---"] * len(headers)), *map(line, rows)])
@@ -226,10 +272,12 @@ def render_markdown(report: Report) -> str:
     return "\n\n".join([
         "# VibeTraining-Bench report",
         f"{len(report.episodes)} episodes, {len(board.agents)} agents, {len(board.tasks)} "
-        f"tasks; {interval_note(board)}.", *(f"Warning: {w}" for w in board.warnings),
+        f"tasks; {interval_note(board)}.", *(f"Warning: {_md_text(w)}" for w in board.warnings),
         "## Leaderboard", _md_table(leaderboard_table(board)),
         "## Initial → final test score", _md_table(published_table(board)),
         "## Across tasks", _md_table(aggregate_table(board)),
         "## Paired differences", _md_table(paired_table(board)),
         "## Episodes", _md_table(episode_table(report.episodes)),
+        *(["## Episodes without a result (not counted)",
+            _md_table(missing_table(report.missing))] if report.missing else []),
     ]) + "\n"

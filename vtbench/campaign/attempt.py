@@ -11,9 +11,14 @@ process group is killed. The host's grader is not in that group (it runs in a se
 its own and serves every episode).
 
 A slot (one folder per episode) holds at most one episode folder that the next attempt
-continues: one whose record is ``running`` or ``finished`` is resumed (``--resume``);
-anything else in it (a record the runner marked failed, a folder without a record) is
-set aside first, so the attempt starts afresh.
+continues: one whose agent has started (whatever its record's status), else one whose
+record is ``running`` or ``finished``, is resumed (``--resume``); anything else in it (a
+record the runner marked failed before its agent started, a folder without a record) is
+set aside first, so the attempt starts afresh. Once its agent has started, an episode is
+never started afresh: it belongs to the results whatever happens to its runner, so an
+agent that makes its runner die cannot trade a poor episode for a new one. An attempt
+that closes it (``--close``) finishes it without its agent, with what the grader's ledger
+holds.
 """
 
 import contextlib
@@ -46,6 +51,11 @@ class SlotHeld(RuntimeError):
     """A runner of an earlier attempt still holds the slot (it did not die with its parent)."""
 
 
+class EpisodeNotHere(RuntimeError):
+    """An attempt must continue an episode whose agent started, and its slot does not hold
+    it (a Ray node's scratch slot: the episode's grader ledger is on another node)."""
+
+
 @dataclass(frozen=True)
 class Attempt:
     episode: PlannedEpisode
@@ -53,6 +63,12 @@ class Attempt:
     """1 for the first attempt of the episode."""
     sandbox: str
     allow_weak_limits: bool
+    resumes: bool = False
+    """The episode's agent has started: this attempt resumes its folder, never starts
+    afresh."""
+    close: str | None = None
+    """Why the episode's last runner failed: this attempt finishes the episode without its
+    agent (``vtbench run --resume DIR --close``)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +100,8 @@ def runner_command(attempt: Attempt, slot: Path, resume: Path | None) -> list[st
         argv.append("--allow-weak-limits")
     if resume is not None:
         argv += ["--resume", str(resume)]
+    if attempt.close is not None:
+        argv.append(f"--close={attempt.close}")
     return argv
 
 
@@ -98,11 +116,22 @@ def episode_folders(slot: Path) -> list[Path]:
     return sorted(child for child in slot.iterdir() if child.is_dir()) if slot.is_dir() else []
 
 
+def started_episode(slot: Path) -> Path | None:
+    """The slot's episode folder whose agent has started, if any."""
+    for folder in episode_folders(slot):
+        record = record_of(folder)
+        if record is not None and record.agent_started_at is not None:
+            return folder
+    return None
+
+
 def prepare_slot(slot: Path, set_aside: Path) -> Path | None:
     """The episode folder the next attempt resumes, if any; every other folder in the slot
     is moved to ``set_aside``."""
-    resume = None
+    resume = started_episode(slot)
     for folder in episode_folders(slot):
+        if folder == resume:
+            continue
         record = record_of(folder)
         if resume is None and record is not None and record.status in ("running", "finished"):
             resume = folder
@@ -160,6 +189,9 @@ class Running:
         lock = hold(slot / "slot.lock")
         try:
             resume = prepare_slot(slot, set_aside)
+            if resume is None and (attempt.resumes or attempt.close is not None):
+                raise EpisodeNotHere(f"the episode of {attempt.episode.key}, whose agent "
+                                     f"started, is not in {slot}")
             with self.log.open("ab") as err, self.summary.open("wb") as out:
                 self.process = subprocess.Popen(
                     runner_command(attempt, slot, resume), stdin=subprocess.DEVNULL,
@@ -210,6 +242,16 @@ def reported_folder(summary: Path) -> str | None:
     return Path(path).parent.name if isinstance(path, str) else None
 
 
+def outcome_reason(record: EpisodeRecord) -> str | None:
+    """What the ledger says of a finished episode: nothing for a submission its runner
+    ended, else why there was none or why its runner did not end it."""
+    if record.stop_reason == "runner_failed":
+        closed = f"closed after its runner failed once the agent had started: " \
+                 f"{record.runner_failure}"
+        return closed if record.submitted else f"no submission: {closed}"
+    return None if record.submitted else f"no submission: {record.stop_reason}"
+
+
 def classify(result: AttemptResult, slot: Path, campaign: Path) -> Result:
     """The attempt's result: the episode's (``finished`` with a submission, ``failed_agent``
     without one), or ``failed_infra`` (this attempt failed; the ledger may try again)."""
@@ -217,7 +259,7 @@ def classify(result: AttemptResult, slot: Path, campaign: Path) -> Result:
     record = record_of(folder) if result.returncode == 0 and folder else None
     if folder is not None and record is not None and record.status == "finished":
         state: State = "finished" if record.submitted else "failed_agent"
-        reason = None if record.submitted else f"no submission: {record.stop_reason}"
+        reason = outcome_reason(record)
         return Result(state=state, reason=reason, folder=str(folder.relative_to(campaign)),
                       gain=record.gain, seconds=result.seconds, node=result.node)
     if result.returncode is not None and result.returncode < 0:

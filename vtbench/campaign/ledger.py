@@ -4,7 +4,8 @@ Each planned episode has one row: ``pending`` → ``running`` → ``finished`` (
 ended with a submission) or ``failed_agent`` (it ended without one: whatever the agent
 did, that is its result); a failure of the infrastructure (the runner's crash or error, a
 lost node, the campaign process dying mid-episode) sends it back to ``pending`` until it
-has had ``max_attempts`` attempts, then to ``failed_infra``. Every move is one
+has had the attempts the campaign allows it (one more for an episode whose agent started:
+the attempt that closes it), then to ``failed_infra``. Every move is one
 transaction that checks the state it leaves, so a finished episode is never claimed again
 and an attempt is counted exactly once; every move is also appended to ``events``, which
 keeps each attempt's reason.
@@ -12,6 +13,7 @@ keeps each attempt's reason.
 
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -147,13 +149,14 @@ class Ledger:
             self._event(key, row["attempts"], state, reason)
         return state
 
-    def recover(self, max_attempts: int) -> dict[str, State]:
+    def recover(self, max_attempts: Callable[[str], int]) -> dict[str, State]:
         """Episodes left ``running`` by a campaign process that died count that attempt as
         a failure of the infrastructure (only the process holding the folder's lock calls
-        it); returns their new states."""
+        it), each against the attempts ``max_attempts(key)`` allows; returns their new
+        states."""
         stale = [row.key for row in self.rows() if row.state == "running"]
         return {key: self.fail(key, "interrupted: the campaign process stopped while the "
-                               "episode ran", max_attempts) for key in stale}
+                               "episode ran", max_attempts(key)) for key in stale}
 
     def _move(self, key: str, expected: State) -> "_Move":
         return _Move(self, key, expected)

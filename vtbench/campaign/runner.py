@@ -10,12 +10,24 @@ Guarantees:
 - An episode is claimed in the ledger before its attempt starts and its result is
   recorded when the attempt ends, so a finished episode never runs twice and an attempt
   that ends unseen (the campaign died) is seen, and counted, by the next run.
+- Once an episode's agent has started, the episode has a result whatever happens to its
+  runner: a failed attempt is retried by resuming it, and when its attempts are spent one
+  more attempt closes it without its agent, with what the grader's ledger holds (the
+  submission, else the initial system). Only an episode whose agent never started can end
+  ``failed_infra`` without that closing attempt.
 """
 
 import os
 from collections.abc import Sequence
 
-from vtbench.campaign.attempt import Attempt, AttemptResult, SlotHeld, classify
+from vtbench.campaign.attempt import (
+    Attempt,
+    AttemptResult,
+    EpisodeNotHere,
+    SlotHeld,
+    classify,
+    started_episode,
+)
 from vtbench.campaign.executor import Executor
 from vtbench.campaign.folder import CampaignFolder
 from vtbench.campaign.ledger import EpisodeState, Ledger
@@ -50,7 +62,7 @@ def run_campaign(plan: Plan, folder: CampaignFolder, executor: Executor,
             try:
                 ledger.add([episode.key for episode in plan.episodes])
                 with CampaignProgress(folder.log, f"campaign {plan.name}", live) as progress:
-                    start(plan, ledger, executor, progress)
+                    start(plan, folder, ledger, executor, progress)
                     dispatch(plan, folder, ledger, executor, progress)
                 return ledger.rows()
             finally:
@@ -59,9 +71,15 @@ def run_campaign(plan: Plan, folder: CampaignFolder, executor: Executor,
         executor.close()
 
 
-def start(plan: Plan, ledger: Ledger, executor: Executor, progress: CampaignProgress) -> None:
+def attempts_allowed(plan: Plan, folder: CampaignFolder, key: str) -> int:
+    """The plan's attempts, and one more that closes an episode whose agent started."""
+    return plan.max_attempts + (started_episode(folder.slot(key)) is not None)
+
+
+def start(plan: Plan, folder: CampaignFolder, ledger: Ledger, executor: Executor,
+          progress: CampaignProgress) -> None:
     """Count the attempts a dead campaign left running; make the executor ready."""
-    for key, state in ledger.recover(plan.max_attempts).items():
+    for key, state in ledger.recover(lambda key: attempts_allowed(plan, folder, key)).items():
         then = "trying again" if state == "pending" else "out of attempts"
         progress.line(f"{key}: its last attempt was interrupted; {then}")
     todo = unfinished(plan, ledger)
@@ -107,9 +125,10 @@ def start_fitting(plan: Plan, folder: CampaignFolder, ledger: Ledger, executor: 
             continue
         number = ledger.claim(episode.key)
         try:
-            executor.start(Attempt(episode, number, plan.sandbox, plan.allow_weak_limits), folder)
-        except SlotHeld as err:
-            state = ledger.fail(episode.key, str(err), plan.max_attempts)
+            executor.start(attempt(plan, folder, ledger, episode, number), folder)
+        except (SlotHeld, EpisodeNotHere) as err:
+            state = ledger.fail(episode.key, str(err),
+                                attempts_allowed(plan, folder, episode.key))
             progress.line(f"{episode.key}: attempt {number} could not start ({err}); {state}")
             if state != "pending":
                 left.append(episode)
@@ -120,15 +139,30 @@ def start_fitting(plan: Plan, folder: CampaignFolder, ledger: Ledger, executor: 
     return left
 
 
+def attempt(plan: Plan, folder: CampaignFolder, ledger: Ledger, episode: PlannedEpisode,
+            number: int) -> Attempt:
+    """Attempt ``number`` of ``episode``: past the plan's attempts (only an episode whose
+    agent started gets one), it closes the episode with its last failure as the reason."""
+    resumes = started_episode(folder.slot(episode.key)) is not None
+    close = (ledger.row(episode.key).reason or "unknown") if number > plan.max_attempts else None
+    return Attempt(episode, number, plan.sandbox, plan.allow_weak_limits, resumes=resumes,
+                   close=close)
+
+
 def record(plan: Plan, folder: CampaignFolder, ledger: Ledger, key: str, result: AttemptResult,
            progress: CampaignProgress) -> str:
     """Write an ended attempt to the ledger; returns the episode's new state."""
     outcome = classify(result, folder.slot(key), folder.root)
     took = f"after {outcome.seconds:.0f} s on {outcome.node}"
     if outcome.state == "failed_infra":
-        state = ledger.fail(key, outcome.reason or "unknown", plan.max_attempts,
-                            outcome.seconds, outcome.node)
-        then = "tried again" if state == "pending" else "out of attempts"
+        allowed = attempts_allowed(plan, folder, key)
+        state = ledger.fail(key, outcome.reason or "unknown", allowed, outcome.seconds,
+                            outcome.node)
+        then = "tried again"
+        if state != "pending":
+            then = "out of attempts"
+        elif allowed > plan.max_attempts:
+            then = "its agent had started: resumed, or closed with what the ledger holds"
         progress.line(f"{key}: the infrastructure failed {took}: {outcome.reason}; {then}")
         return state
     ledger.finish(key, outcome)

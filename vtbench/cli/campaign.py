@@ -1,12 +1,16 @@
 """``vtbench campaign run|status|report``: many episodes from one file, resumable."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from vtbench.cli.output import console, print_json
 from vtbench.errors import VtbenchError
+
+if TYPE_CHECKING:
+    from vtbench.analysis.report import Missing
+    from vtbench.campaign import CampaignFolder, EpisodeState
 
 app = typer.Typer(help="Campaigns: agents × tasks × seeds from one TOML file, run, resumed and "
                   "reported together.", no_args_is_help=True)
@@ -71,15 +75,31 @@ def report(
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print per agent × task rows as a JSON list.")] = False,
 ) -> None:
-    """The leaderboard and report (as ``vtbench report``) over the campaign's episodes."""
+    """The leaderboard and report (as ``vtbench report``) over the campaign's episodes; every
+    planned episode without a result is listed with its reason."""
+    from vtbench.analysis.loading import load_episodes
     from vtbench.campaign import CampaignFolder, ledger_rows
-    from vtbench.cli.report import report as report_episodes
+    from vtbench.cli.report import print_missing, write_report
 
     campaign = CampaignFolder(folder.resolve())
     rows = ledger_rows(campaign, campaign.read_plan())
     runs = [campaign.root / row.folder for row in rows
             if row.state in DONE_WITH_RECORD and row.folder]
+    missing = [without_result(campaign, row) for row in rows
+               if row.state not in DONE_WITH_RECORD or not row.folder]
     if not runs:
-        raise VtbenchError(f"{campaign.root}: no episode has ended yet",
+        print_missing(missing)
+        raise VtbenchError(f"{campaign.root}: no episode has a result yet",
                            hint=f"see vtbench campaign status {campaign.root}")
-    report_episodes(runs, html=html, markdown=markdown, as_json=as_json)
+    write_report(load_episodes(runs), missing, html=html, markdown=markdown, as_json=as_json)
+
+
+def without_result(campaign: "CampaignFolder", row: "EpisodeState") -> "Missing":
+    """A planned episode the report lists but does not count, with why."""
+    from vtbench.analysis.report import Missing
+    from vtbench.campaign.attempt import started_episode
+
+    waiting = {"pending": "not run yet", "running": "running (or its campaign stopped)"}
+    return Missing(episode=row.key, state=row.state, attempts=row.attempts,
+                   agent_started=started_episode(campaign.slot(row.key)) is not None,
+                   reason=row.reason or waiting.get(row.state, "unknown"))

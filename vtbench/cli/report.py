@@ -1,11 +1,16 @@
 """``vtbench report RUNS...``: leaderboard, figures and exports over many episode records."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from vtbench.cli.output import console, err_console, print_json
+from vtbench.printable import printable
+
+if TYPE_CHECKING:
+    from vtbench.analysis.loading import Episode
+    from vtbench.analysis.report import Missing
 
 Runs = Annotated[list[Path], typer.Argument(
     help="Episode folders, their episode.json, or folders that contain episode folders.")]
@@ -26,8 +31,18 @@ def report(
         "(open it with `inspect view`).")] = None,
 ) -> None:
     """Build the leaderboard (means and 95% Student t intervals over seeds) and report it."""
-    from vtbench.analysis import export as trajectory_export
     from vtbench.analysis.loading import load_episodes
+
+    write_report(load_episodes(runs), [], html=html, markdown=markdown, as_json=as_json,
+                 export=export, export_inspect=export_inspect)
+
+
+def write_report(episodes: "list[Episode]", missing: "list[Missing]", html: Path | None = None,
+                 markdown: Path | None = None, as_json: bool = False,
+                 export: Path | None = None, export_inspect: Path | None = None) -> None:
+    """The report over ``episodes``; ``missing``: planned episodes without a result, listed
+    (on stderr, and in the HTML and Markdown) but not counted."""
+    from vtbench.analysis import export as trajectory_export
     from vtbench.analysis.report import (
         build_report,
         json_rows,
@@ -36,10 +51,10 @@ def report(
         render_markdown,
     )
 
-    episodes = load_episodes(runs)
-    result = build_report(episodes)
+    result = build_report(episodes, missing)
     for warning in result.board.warnings:
-        err_console.print(f"warning: {warning}")
+        err_console.print(f"warning: {printable(warning)}")
+    print_missing(missing)
     written = []
     if html is not None:
         html.parent.mkdir(parents=True, exist_ok=True)
@@ -68,6 +83,13 @@ def report(
         err_console.print(f"wrote {path}")
 
 
+def print_missing(missing: "list[Missing]") -> None:
+    """One line on stderr per planned episode without a result (its reason is data)."""
+    for gone in missing:
+        err_console.print(f"no result: {gone.episode} ({gone.state} after {gone.attempts} "
+                          f"attempt(s)): {gone.reason}", markup=False, highlight=False)
+
+
 def _print_compact(title: str, headers: list[str], rows: list[list[str]]) -> None:
     """The leaderboard's key columns, narrow enough for an 80-column terminal."""
     from rich import box
@@ -79,5 +101,5 @@ def _print_compact(title: str, headers: list[str], rows: list[list[str]]) -> Non
     for i in keep:
         table.add_column(headers[i].strip(), no_wrap=True, justify="left" if i < 2 else "right")
     for row in rows:
-        table.add_row(*(row[i] for i in keep))
+        table.add_row(*(printable(row[i], 60) for i in keep))
     console.print(table)

@@ -40,6 +40,10 @@ def run(
         help="LLM gateway TOML (upstreams, key variables, prices) for LLM agents; "
              "default $VTBENCH_GATEWAY_CONFIG.")] = None,
     resume: Annotated[Path | None, typer.Option(help="Finish an interrupted episode.")] = None,
+    close: Annotated[str | None, typer.Option(
+        help="With --resume: finish the episode without running its agent again, scoring what "
+             "the grader's ledger holds (the submission, else the initial system); the text "
+             "says why its runner failed after the agent started.")] = None,
     allow_weak_limits: Annotated[bool, typer.Option(
         help="Run untrusted code even where no cgroup (v2 or v1) limits memory and processes "
              "per sandbox; the episode record says so.")] = False,
@@ -54,11 +58,13 @@ def run(
 
     if resume is None and (task is None or agent is None):
         raise VtbenchError("say which task and agent", hint="pass --task and --agent, or --resume")
+    if close is not None and resume is None:
+        raise VtbenchError("--close finishes an interrupted episode", hint="pass --resume DIR")
     options = RunOptions(task=task or "", agent=agent or "", seed=seed,
                          budget_minutes=budget_minutes, out=out, sandbox=sandbox, model=model,
                          reasoning_effort=reasoning_effort, gateway_config=gateway_config)
     record, path = run_episode(options, events=lambda line: err_console.log(line),
-                               resume=resume)
+                               resume=resume, close=close)
     result = summary(record, path)
     if as_json:
         print_json(result)

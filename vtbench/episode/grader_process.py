@@ -27,6 +27,7 @@ import httpx
 
 from vtbench import layout
 from vtbench.errors import GraderUnavailable
+from vtbench.gpus import grader_shares_gpus
 from vtbench.sandbox import grant_socket
 
 START_SECONDS = 60.0
@@ -103,11 +104,13 @@ def leave(home: Path, claim: IO[bytes]) -> None:
 
 
 def start_grader(socket: Path, sandbox: str) -> None:
-    """Start a grader in a session of its own (it outlives the runner that started it)."""
+    """Start a grader in a session of its own (it outlives the runner that started it); on
+    a host with one GPU it shares that GPU with the episodes' research sandboxes."""
     with grader_log().open("ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "vtbench.grader.serve", "--socket", str(socket),
-             "--sandbox", sandbox], stdout=out, stderr=out, env={**os.environ},
+             "--sandbox", sandbox, *(["--share-gpus"] if grader_shares_gpus() else [])],
+            stdout=out, stderr=out, env={**os.environ},
             start_new_session=True)
     started_by_runner().write_text(str(process.pid))
     deadline = time.monotonic() + START_SECONDS

@@ -71,6 +71,11 @@ class Provenance(Record):
     """Commit of the vtbench checkout (``+dirty`` with local edits), None outside git."""
     task_digest: str | None = None
     """sha256 of the task pack and its base model (:func:`vtbench.prepare.digest.pack_digest`)."""
+    method_settings: dict[str, list[str]] | None = None
+    """The task pack's trainer settings that choose the training method rather than tune it,
+    per config file (:func:`vtbench.spec.method_settings`): the change classifier reads them
+    here, never from the workspace. None where the pack has no table, or in a record from
+    before them (the classifier's generic names decide)."""
     sandbox: str | None = None
     """Sandbox backend of the research sandbox (bwrap, docker, none)."""
     serving_backend: str | None = None
@@ -82,6 +87,9 @@ class Provenance(Record):
     weak_limits_allowed: bool = False
     """The operator passed ``--allow-weak-limits``: sandboxes may have run without
     per-sandbox memory and pids limits (processes counted per uid)."""
+    sandbox_tools: dict[str, str] = Field(default_factory=dict)
+    """Where bwrap and socat came from: system folders, or the tools folder of an offline
+    install (``$VTBENCH_TOOLS_DIR`` or ``<prefix>/vtbench-tools``)."""
     hardware: Hardware = Field(default_factory=Hardware)
 
 
@@ -96,11 +104,19 @@ class EpisodeRecord(Record):
     seed: int
     budget_minutes: float
     started_at: str
-    """ISO-8601 UTC time the agent started."""
+    """ISO-8601 UTC time the episode started (its runner began)."""
+    agent_started_at: str | None = None
+    """ISO-8601 UTC time the agent first started, saved before it ran any code. From then
+    on the episode belongs to the results whatever happens to its runner: a campaign
+    resumes it, and closes it with what the grader's ledger holds (``runner_failed``)."""
     ended_at: str | None = None
     status: Literal["running", "finished", "failed"] = "running"
     stop_reason: str | None = None
-    """``submitted``, ``deadline``, ``agent_exited`` or an error."""
+    """``submitted``, ``deadline``, ``agent_exited``, ``runner_failed`` or an error."""
+    runner_failure: str | None = None
+    """With ``runner_failed``: why the runner failed after the agent had started; the
+    episode was then closed without its agent, scoring the submission the grader's ledger
+    held (else the initial system)."""
     submitted: bool = False
     initial_val: float | None = None
     initial_test: float | None = None
@@ -121,7 +137,11 @@ class EpisodeRecord(Record):
     provenance: Provenance = Field(default_factory=Provenance)
     gpus: list[str] = Field(default_factory=list)
     """The GPUs the research sandbox held (``index: name``), from the host's allocator;
-    empty where the task asks for none."""
+    empty where the task asks for none or, asking for optional ones, the host has none
+    (the episode trained on the CPU)."""
+    gpu_shared_with_grader: bool = False
+    """The grader evaluated on the GPU the research sandbox held (a host with one GPU):
+    each side was given a share of its memory."""
     workspace: str = "workspace"
     """Path of the workspace git repository, relative to the record's folder."""
 

@@ -15,7 +15,8 @@ descriptor or socket of the sandbox names the episode folder or the private stor
 agents get their own metered gateway for the episode
 (:mod:`vtbench.episode.gateway_process`); the record's ``llm`` is what it metered. The
 workspace is a filesystem of its own of the task's ``disk_gb`` while the episode runs
-(:mod:`vtbench.episode.disk`).
+(:mod:`vtbench.episode.disk`). ``--resume`` with a ``close`` reason finishes an episode
+whose runner failed after its agent started without running the agent again.
 """
 
 import json
@@ -26,13 +27,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from vtbench import layout
 from vtbench.agents import AgentContext, get_agent
 from vtbench.agents.llm import runtime_mounts
 from vtbench.client import DEADLINE_ENV, GraderClient
 from vtbench.episode.disk import WorkspaceDisk, unavailable
 from vtbench.episode.gateway_process import config_path, episode_gateway, llm_usage
 from vtbench.episode.grader_process import grader_log, running_grader
-from vtbench.episode.leak_audit import audit
+from vtbench.episode.leak_audit import audit, workspace_copies
 from vtbench.episode.plumbing import output_pipe, relayed_sockets
 from vtbench.episode.processes import Places, ProcessWatch, load, read_only_places
 from vtbench.episode.provenance import provenance
@@ -46,11 +48,19 @@ from vtbench.episode.timesplit import (
     close,
 )
 from vtbench.errors import VtbenchError
-from vtbench.gpus import GpuAllocator, GpusUnavailable, host_gpus
+from vtbench.gpus import (
+    MEMORY_FRACTION_ENV,
+    SHARED_MEMORY_FRACTION,
+    GpuAllocator,
+    GpusUnavailable,
+    episode_gpu_count,
+    host_gpus,
+)
+from vtbench.grader.serve import evaluation_gpus_of_grader
 from vtbench.grader.tokens import operator_token
 from vtbench.layout import EpisodePaths
-from vtbench.models.base import resolve_base
 from vtbench.prepare import PreparedTask, load_prepared, prepared_by_id
+from vtbench.printable import unfailing
 from vtbench.sandbox import Mount, SandboxProcess, get_sandbox, prepare_writable
 from vtbench.tasks import find_task
 from vtbench.tasks.registry import Task
@@ -109,8 +119,9 @@ def start_episode(prepared: PreparedTask, options: RunOptions, events: Events,
     episode = Episode(options.out.resolve() / f"{task.id}-{slug}-s{options.seed}-{stamp}")
     episode.folder.mkdir(parents=True)
     limit_disk(episode, task, events)
-    create_workspace(task, episode.workspace, episode.snapshots,
-                     resolve_base(task.spec.base_model), prepared.initial_model)
+    models = workspace_copies(prepared)
+    create_workspace(task, episode.workspace, episode.snapshots, models["models/base"],
+                     models["models/initial"])
     budget = options.budget_minutes or task.spec.budgets.wall_clock_minutes
     record = EpisodeRecord(
         episode_id=episode.folder.name, task=task.id, agent=options.agent, seed=options.seed,
@@ -153,19 +164,29 @@ def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: Grade
                            gateway_url=f"http://127.0.0.1:{GATEWAY_PORT}"
                            if "gateway" in sockets else None)
     prepare_writable(episode.workspace)
-    gpus = GpuAllocator().hold(task.spec.resources.gpus, f"episode {record.episode_id}")
+    resources = task.spec.resources
+    gpus = GpuAllocator().hold(episode_gpu_count(resources.gpus, resources.optional_gpus),
+                               f"episode {record.episode_id}")
     with gpus as held, relayed_sockets(sockets) as relayed, \
             output_pipe(episode.agent_log) as output:
         record.gpus = [f"{gpu.index}: {gpu.name}" for gpu in held]
+        record.gpu_shared_with_grader = shares_with_grader([gpu.index for gpu in held])
+        if record.gpu_shared_with_grader:
+            events("GPU shared with the grader (each side may take "
+                   f"{SHARED_MEMORY_FRACTION:.0%} of its memory)")
+        shared_env = ({MEMORY_FRACTION_ENV: str(SHARED_MEMORY_FRACTION)}
+                      if record.gpu_shared_with_grader else {})
         spec = research_spec(task, agent, episode.workspace, relayed["grader"], state["token"],
                              remaining, gateway_socket=relayed.get("gateway"),
-                             extra_env=agent.environment(context))
+                             extra_env={**agent.environment(context), **shared_env})
         spec = spec.model_copy(update={"mounts": [*spec.mounts, *runtime_mounts(agent)],
                                        "gpus": [gpu.index for gpu in held]})
         events("leak audit of everything the agent will see")
         audit_sandbox(task, spec.mounts, episode, state)
         deadline = {DEADLINE_ENV: str(int(time.time() + remaining))}
         spec = spec.model_copy(update={"env": {**spec.env, **deadline}})
+        record.agent_started_at = record.agent_started_at or now()
+        episode.save(record)  # before the agent runs any code
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
                                                      stdout=output, stderr=output)
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
@@ -176,17 +197,27 @@ def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: Grade
                      lambda: episode.save(record))
 
 
+def shares_with_grader(indexes: list[int]) -> bool:
+    """Whether the running grader evaluates on one of these GPUs (it says so in its GPU
+    file: a grader that shares its GPU on a one-GPU host)."""
+    evaluating, shared = evaluation_gpus_of_grader(layout.grader_gpus_file())
+    return shared and bool(set(indexes) & set(evaluating))
+
+
 def audit_sandbox(task: Task, mounts: list[Mount], episode: Episode,
                   state: dict[str, Any]) -> None:
     """The leak audit of what the sandbox will show. The workspace is searched while it is
     as the runner made it (``workspace_as_made`` in the runner's state, set when the
     episode is created); once audited it is the agent's own work (a task's public
     generator can draw a test item by chance, as arith's reference solution does when it
-    synthesises problems), so a resumed episode's audit covers the rest of the sandbox."""
-    roots = [mount.source for mount in mounts]
-    if not state.get("workspace_as_made"):
+    synthesises problems), so a resumed episode's audit covers the rest of the sandbox. The
+    models the runner copied into it are not read again: their sources are searched."""
+    roots, as_made = [mount.source for mount in mounts], state.get("workspace_as_made")
+    if not as_made:
         roots = [root for root in roots if not root.is_relative_to(episode.workspace)]
-    audit(task, roots, own=episode.workspace)
+    copies = {episode.workspace / place: Path(source)
+              for place, source in state.get("model_copies", {}).items()} if as_made else {}
+    audit(task, roots, own=episode.workspace, copies=copies)
     episode.save_state({**state, "workspace_as_made": False})
 
 
@@ -260,17 +291,24 @@ def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
     return record
 
 
-def run_episode(options: RunOptions, events: Events = lambda line: None,
-                resume: Path | None = None) -> tuple[EpisodeRecord, Path]:
+def run_episode(options: RunOptions, events: Events = lambda line: None, resume: Path | None = None,
+                close: str | None = None) -> tuple[EpisodeRecord, Path]:
     """Run (or resume) one episode; returns the finished record and its path. The task is
-    resolved and checked against its preparation once, here."""
-    began = time.time()
+    resolved and checked against its preparation once, here. ``close`` (with ``resume``):
+    why the episode's runner failed after its agent started; the episode is then finished
+    without its agent, with what the grader's ledger holds. ``events`` is made unable to
+    raise, and its lines printable (they quote candidate names): no line can stop the
+    episode."""
+    began, events = time.time(), unfailing(events)
     if resume is not None:
         episode = Episode(resume.resolve())
         record = episode.load()
         if record.status == "finished":
             WorkspaceDisk(episode.workspace).settle()
             return record, episode.record
+        if close is not None and record.agent_started_at is None:
+            raise VtbenchError(f"the agent of {episode.folder} never started: nothing to close",
+                               hint="resume it without --close")
         prepared = prepared_by_id(record.task, record.provenance.task_digest)
     else:
         task = find_task(options.task)
@@ -281,7 +319,7 @@ def run_episode(options: RunOptions, events: Events = lambda line: None,
     disk = WorkspaceDisk(episode.workspace)
     try:
         disk.attach()
-        record = run_started(episode, record, options, events, began, prepared)
+        record = run_started(episode, record, options, events, began, prepared, close)
         disk.settle()
     finally:
         disk.detach()
@@ -305,15 +343,21 @@ def refuse_unconfigured_agent(options: RunOptions) -> None:
 
 
 def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
-                events: Events, began: float, prepared: PreparedTask) -> EpisodeRecord:
-    """From the grader's episode to the finished record."""
+                events: Events, began: float, prepared: PreparedTask,
+                close: str | None = None) -> EpisodeRecord:
+    """From the grader's episode to the finished record (``close``: see :func:`run_episode`)."""
     with running_grader(options.sandbox) as grader:
         events(f"grader log: {grader_log()}")
         client = GraderClient(grader, operator_token())
         if not episode.runner_state.exists():
             grant = client.create_episode(prepared.id, prepared.digest, episode.workspace)
+            copies = {place: str(source) for place, source in workspace_copies(prepared).items()}
             episode.save_state({"episode": grant.episode, "token": grant.token,
-                                "workspace_as_made": True})
+                                "workspace_as_made": True, "model_copies": copies})
+        if close is not None:
+            events("closing the episode without its agent: scoring what the ledger holds")
+            record.runner_failure = close
+            return finalize(episode, record, client, "runner_failed", began)
         agent, task = get_agent(record.agent), prepared.task
         try:
             with episode_gateway(agent.needs_gateway, options.gateway_config, agent.name,

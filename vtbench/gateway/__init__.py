@@ -7,8 +7,9 @@ key (the key never enters the sandbox; any key the agent sends, in a header or i
 query, is dropped), meters input, cache and output tokens and dollars per episode in a
 SQLite (WAL) ledger, refuses a request whose worst case does not fit in the episode's
 token or dollar budget beside the requests in flight (before contacting the upstream, in
-the provider's own error shape; :mod:`vtbench.gateway.budget`), and logs every
-exchange as the research agent's trajectory (JSONL).
+the provider's own error shape; :mod:`vtbench.gateway.budget`), refuses work it could not
+meter when its exchange ends (batches, file uploads, background responses, any route off its
+allow-list), and logs every exchange as the research agent's trajectory (JSONL).
 
 Episode identity is the unix socket: each episode gets its own gateway app on its own
 socket path, bound into that episode's sandbox only, so no token exists inside the

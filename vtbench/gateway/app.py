@@ -1,7 +1,9 @@
 """The gateway as an ASGI app: one route per wire API, plus ``HEAD /`` for CLI probes.
 
-Any other Gemini API route (``/v1beta/...``: embeddings, file uploads, model lists) is
-refused with Google's own 404 body, so the Gemini CLI prints why; it reaches no upstream.
+The dialects' routes are the allow-list. Any other route (batches, file uploads, polls and
+cancels of background responses, legacy completions, embeddings, model lists) is refused
+with the provider's own 404 body saying why, so the agent's CLI prints it; it reaches no
+upstream. Those are work the gateway could not meter when its exchange ends.
 
 The proxy routes are plain ASGI endpoints rather than request/response handlers so that a
 stream is relayed event by event and is read to its end even when the agent hangs up.
@@ -17,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from vtbench.gateway.config import EpisodeGateway, GatewayConfig
-from vtbench.gateway.dialects import DIALECTS, GEMINI_PREFIX, Dialect, not_served
+from vtbench.gateway.dialects import DIALECTS, Dialect, not_served
 from vtbench.gateway.proxy import Gateway
 
 
@@ -36,8 +38,8 @@ async def _root(request: Request) -> Response:
     return JSONResponse({"service": "vtbench-gateway"})
 
 
-async def _gemini_not_served(request: Request) -> Response:
-    status, body = not_served(request.method, request.url.path)
+async def _not_served(request: Request) -> Response:
+    status, body = not_served(request.method, request.url.path, dict(request.headers))
     return JSONResponse(body, status)
 
 
@@ -55,7 +57,7 @@ def create_app(config: GatewayConfig, episode: EpisodeGateway) -> Starlette:
 
     routes = [Route("/", _root, methods=["GET", "HEAD"])]
     routes += [Route(d.path, _Endpoint(gateway, d), methods=["POST"]) for d in DIALECTS]
-    routes.append(Route(GEMINI_PREFIX + "{rest:path}", _gemini_not_served,
+    routes.append(Route("/{rest:path}", _not_served,
                         methods=["GET", "POST", "PUT", "PATCH", "DELETE"]))
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway

@@ -11,12 +11,17 @@ has spent and what requests in flight hold:
   prompt). Cache reads and writes are part of that input; the reservation prices all of it
   at the dearest of the model's input prices.
 - output: the limit the request names (``max_tokens``, ``max_completion_tokens``,
-  ``max_output_tokens``, ``generationConfig.maxOutputTokens``); a request that names none
-  gets the smaller of ``default_output_limit`` and what the budget leaves, written into the
+  ``max_output_tokens``, ``generationConfig.maxOutputTokens``) once for every answer it asks
+  for (Chat Completions ``n``, ``generationConfig.candidateCount``): the provider generates
+  and bills each answer up to that limit. A request that names none gets the smaller of
+  ``default_output_limit`` and its share of what the budget leaves, written into the
   request, so that the provider enforces it.
 
 When the exchange ends its reservation is replaced by the usage the provider reported (cached
-tokens as reported, at their own prices). Check and reservation happen on the gateway's one
+tokens as reported, at their own prices); a successful answer that reports no usage is
+charged its whole reservation, since what the provider bills for it is unknown. Work a
+provider would do after answering (a background response, a batch) is refused before it
+leaves (:mod:`vtbench.gateway.dialects`). Check and reservation happen on the gateway's one
 event loop with no await between them, so two requests never claim the same room. Input the
 provider adds on its side (a stored conversation, a cached-content or file reference, its
 own server-side tools) is not in the body: such an exchange can use more than it reserved;
@@ -29,7 +34,7 @@ import math
 from dataclasses import dataclass
 
 from vtbench.gateway.config import Budget, Price
-from vtbench.gateway.usage import PER_MILLION
+from vtbench.gateway.usage import PER_MILLION, Usage
 
 BUDGET_MESSAGE = "VibeTraining-Bench LLM budget exhausted"
 
@@ -38,10 +43,20 @@ BUDGET_MESSAGE = "VibeTraining-Bench LLM budget exhausted"
 class Reservation:
     """The most one exchange may cost, held from admission until it settles."""
 
-    tokens: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    """Every answer's output limit: the limit times the number of answers asked for."""
     dollars: float = 0.0
     written_limit: int | None = None
     """The output limit to write into a request that named none (None: leave it as sent)."""
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def as_usage(self) -> Usage:
+        """What an exchange whose answer reported no usage is charged: all of it."""
+        return Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens)
 
 
 @dataclass(frozen=True)
@@ -53,6 +68,8 @@ class Demand:
     price: Price
     metered: bool = True
     """False for a route that costs nothing: it reserves nothing, refused only once spent."""
+    answers: int = 1
+    """How many answers the request asks for; the provider bills each up to the limit."""
 
 
 class BudgetKeeper:
@@ -84,12 +101,13 @@ class BudgetKeeper:
         if request.named_limit is not None:
             limit, written = request.named_limit, None
         else:
-            limit = written = min(self.default_limit, room)
-        if limit > room or limit < 1:
-            return self._refusal(input_tokens, limit)
+            limit = written = min(self.default_limit, room // request.answers)
+        output = limit * request.answers
+        if output > room or limit < 1:
+            return self._refusal(input_tokens, limit, request.answers)
         price = request.price
-        dollars = (input_tokens * _dearest_input(price) + limit * price.output) / PER_MILLION
-        return Reservation(input_tokens + limit, dollars, written)
+        dollars = (input_tokens * _dearest_input(price) + output * price.output) / PER_MILLION
+        return Reservation(input_tokens, output, dollars, written)
 
     def hold(self, reservation: Reservation) -> None:
         self.held_tokens += reservation.tokens
@@ -117,7 +135,7 @@ class BudgetKeeper:
                 rooms.append(-1)
         return min(rooms) if rooms else self.default_limit
 
-    def _refusal(self, input_tokens: int, limit: int) -> str:
+    def _refusal(self, input_tokens: int, limit: int, answers: int = 1) -> str:
         budget = self.budget
         spent = []
         if budget.max_tokens is not None:
@@ -128,9 +146,12 @@ class BudgetKeeper:
         if self._spent_out():
             return f"{BUDGET_MESSAGE}: {where}"
         held = f", {self.held_tokens} tokens held by requests in flight" if self.held_tokens else ""
-        return (f"{BUDGET_MESSAGE}: this request may use {input_tokens} input and {limit}"
-                f" output tokens, more than is left ({where}{held}); ask for fewer output"
-                " tokens, send less input or wait for requests in flight")
+        output = f"{limit * answers} output tokens ({answers} answers of {limit})" if (
+            answers > 1) else f"{limit} output tokens"
+        fewer = "fewer answers or fewer output tokens" if answers > 1 else "fewer output tokens"
+        return (f"{BUDGET_MESSAGE}: this request may use {input_tokens} input and {output},"
+                f" more than is left ({where}{held}); ask for {fewer}, send less input or"
+                " wait for requests in flight")
 
     def _spent_out(self) -> bool:
         budget = self.budget

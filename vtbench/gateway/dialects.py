@@ -2,8 +2,14 @@
 
 A dialect knows its route, its provider, how to read usage from a whole answer, how to
 watch a stream, whether the body or the route decides that the answer streams, what (if
-anything) to change in a request so the provider reports usage, and how that provider
-shapes an error, so that refusals look native to the agent's CLI.
+anything) to change in a request so the provider reports usage, which fields multiply what
+the provider bills (several answers at once) or defer its work past the answer, and how that
+provider shapes an error, so that refusals look native to the agent's CLI.
+
+The dialects' routes are the gateway's allow-list: each answers with the usage of the work
+it did. Every other route is refused (:func:`not_served`), since the gateway meters an
+exchange when it ends and could not meter work that a batch, a file upload or a background
+response leaves running.
 
 The Gemini API names the model in the path (``/v1beta/models/{model}:generateContent``) and
 streams by route (``:streamGenerateContent``; SSE with ``alt=sse``, else one JSON array).
@@ -25,7 +31,8 @@ from vtbench.gateway.streams import (
 )
 from vtbench.gateway.usage import Usage, anthropic_usage, gemini_answer_usage, openai_usage
 
-ErrorKind = Literal["budget", "bad_request", "too_large", "not_configured", "unreachable"]
+ErrorKind = Literal["budget", "bad_request", "too_large", "not_configured", "unreachable",
+                    "not_served"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,19 @@ _ERRORS: dict[ErrorKind, tuple[int, str, str, str | None, str]] = {
     "not_configured": (400, "invalid_request_error", "invalid_request_error", None,
                        "FAILED_PRECONDITION"),
     "unreachable": (502, "api_error", "server_error", None, "UNAVAILABLE"),
+    "not_served": (404, "not_found_error", "invalid_request_error", None, "NOT_FOUND"),
 }
+
+
+def error_body(provider: Provider, kind: ErrorKind, message: str) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, body) of an error in the provider's own shape."""
+    status, anthropic_type, openai_type, code, google_status = _ERRORS[kind]
+    if provider == "anthropic":
+        return status, {"type": "error", "error": {"type": anthropic_type, "message": message}}
+    if provider == "gemini":
+        return status, {"error": {"code": status, "message": message, "status": google_status}}
+    return status, {
+        "error": {"message": message, "type": openai_type, "param": None, "code": code}}
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,14 @@ class Dialect:
     """Where a request names its output limit; the first is where the gateway writes one."""
     metered: bool = True
     """False for routes that cost nothing (token counting): they reserve no budget."""
+    answer_count_paths: tuple[tuple[str, ...], ...] = ()
+    """Where a request asks for several answers at once (Chat Completions ``n``, Gemini
+    ``generationConfig.candidateCount``): the provider generates and bills each one, up to the
+    output limit, so the budget reserves that limit once per answer."""
+    deferring_paths: tuple[tuple[str, ...], ...] = ()
+    """Switches that make the provider answer before the work is done (Responses
+    ``background``): the usage comes after the exchange has settled, so any value but
+    ``false`` is refused."""
 
     def prepare(self, raw: bytes, payload: dict[str, Any]) -> Prepared:
         stream = payload.get("stream") is True if self.streams is None else self.streams
@@ -94,15 +121,38 @@ class Dialect:
         ValueError names a limit that is not a count."""
         named = []
         for path in self.limit_paths:
-            value: Any = payload
-            for key in path:
-                value = value.get(key) if isinstance(value, dict) else None
+            value = _field(payload, path)
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{'.'.join(path)} must be a count of tokens")
             named.append(value)
         return max(named) if named else None
+
+    def answer_count(self, payload: dict[str, Any]) -> int:
+        """How many answers the provider generates and bills for this request (1 unless it
+        asks for more); a ValueError names a count that is not one."""
+        count = 1
+        for path in self.answer_count_paths:
+            value = _field(payload, path)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{'.'.join(path)} must be a count of answers (1 or more)")
+            count *= value
+        return count
+
+    def deferred(self, payload: dict[str, Any]) -> str | None:
+        """Why the gateway refuses this request, if it asks for work to finish after its
+        answer (whose usage no settlement would see); None when it does not."""
+        for path in self.deferring_paths:
+            if _field(payload, path) not in (None, False):
+                name = ".".join(path)
+                return (f"{name} is refused by the VibeTraining-Bench gateway: a request is"
+                        " metered by the usage its answer reports, and a request with"
+                        f" {name} is answered before its work is done, so it cannot be"
+                        f" metered against the episode's budget; send it without {name}")
+        return None
 
     def with_limit(self, payload: dict[str, Any], limit: int) -> dict[str, Any]:
         """The request with an output limit written where this API reads it."""
@@ -114,14 +164,14 @@ class Dialect:
         return {**payload, parent: {**(inner if isinstance(inner, dict) else {}), leaf: limit}}
 
     def error(self, kind: ErrorKind, message: str) -> tuple[int, dict[str, Any]]:
-        status, anthropic_type, openai_type, code, google_status = _ERRORS[kind]
-        if self.provider == "anthropic":
-            return status, {"type": "error", "error": {"type": anthropic_type, "message": message}}
-        if self.provider == "gemini":
-            return status, {"error": {"code": status, "message": message,
-                                      "status": google_status}}
-        return status, {
-            "error": {"message": message, "type": openai_type, "param": None, "code": code}}
+        return error_body(self.provider, kind, message)
+
+
+def _field(payload: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = payload
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def _usage_field(read: Callable[[Any], Usage]) -> Callable[[dict[str, Any]], Usage]:
@@ -137,35 +187,55 @@ ANTHROPIC_COUNT_TOKENS = Dialect(
 OPENAI_CHAT = Dialect(
     "openai-chat", "openai", "/v1/chat/completions",
     _usage_field(openai_usage), ChatStream, asks_stream_usage=True,
-    limit_paths=(("max_completion_tokens",), ("max_tokens",)))
+    limit_paths=(("max_completion_tokens",), ("max_tokens",)), answer_count_paths=(("n",),))
 OPENAI_RESPONSES = Dialect(
     "openai-responses", "openai", "/v1/responses",
-    _usage_field(openai_usage), ResponsesStream, limit_paths=(("max_output_tokens",),))
+    _usage_field(openai_usage), ResponsesStream, limit_paths=(("max_output_tokens",),),
+    deferring_paths=(("background",),))
 
 _GEMINI_LIMIT = (("generationConfig", "maxOutputTokens"),)
+_GEMINI_ANSWERS = (("generationConfig", "candidateCount"),)
 GEMINI_GENERATE = Dialect(
     "gemini-generate", "gemini", "/v1beta/models/{model}:generateContent",
     gemini_answer_usage, GeminiStream, streams=False, model_in_path=True,
-    limit_paths=_GEMINI_LIMIT)
+    limit_paths=_GEMINI_LIMIT, answer_count_paths=_GEMINI_ANSWERS)
 GEMINI_STREAM = Dialect(
     "gemini-stream", "gemini", "/v1beta/models/{model}:streamGenerateContent",
     gemini_answer_usage, GeminiStream, streams=True, model_in_path=True, array_body=True,
-    limit_paths=_GEMINI_LIMIT)
+    limit_paths=_GEMINI_LIMIT, answer_count_paths=_GEMINI_ANSWERS)
 GEMINI_COUNT_TOKENS = Dialect(
     "gemini-count-tokens", "gemini", "/v1beta/models/{model}:countTokens",
     lambda body: Usage(), NoUsageStream, streams=False, model_in_path=True, metered=False)
 
 DIALECTS = (ANTHROPIC_MESSAGES, ANTHROPIC_COUNT_TOKENS, OPENAI_CHAT, OPENAI_RESPONSES,
             GEMINI_GENERATE, GEMINI_STREAM, GEMINI_COUNT_TOKENS)
-GEMINI_PREFIX = "/v1beta/"
-"""Any other Gemini API route is refused with Google's own 404 (see :func:`not_served`)."""
+_SERVED: dict[Provider, str] = {
+    "anthropic": "POST /v1/messages and /v1/messages/count_tokens",
+    "openai": "POST /v1/chat/completions and /v1/responses",
+    "gemini": "generateContent, streamGenerateContent and countTokens",
+}
 
 
-def not_served(method: str, path: str) -> tuple[int, dict[str, Any]]:
-    """Google's 404 for a Gemini API route the gateway does not serve."""
-    message = (f"the VibeTraining-Bench gateway does not serve {method} {path}; it serves "
-               "generateContent, streamGenerateContent and countTokens")
-    return 404, {"error": {"code": 404, "message": message, "status": "NOT_FOUND"}}
+def not_served(method: str, path: str, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """The provider's own 404 for a route off the gateway's allow-list (the dialects' routes),
+    saying why: batches, file uploads, polls of background work and the like are answered
+    before their work is done or hold no usage, so the gateway could not meter them."""
+    provider = _provider_of(path, headers)
+    message = (f"the VibeTraining-Bench gateway does not serve {method} {path}: it serves only"
+               f" {_SERVED[provider]}, whose answers report the tokens they used, so that"
+               " every request is metered against the episode's budget; batches, file"
+               " uploads and background work cannot be metered that way")
+    return error_body(provider, "not_served", message)
+
+
+def _provider_of(path: str, headers: dict[str, str]) -> Provider:
+    """Whose API an unserved request was meant for, from its path and headers."""
+    if path.startswith(("/v1beta/", "/v1alpha/", "/upload/")) or "x-goog-api-key" in headers:
+        return "gemini"
+    if ("anthropic-version" in headers or "x-api-key" in headers
+            or path.startswith("/v1/messages")):
+        return "anthropic"
+    return "openai"
 
 
 def is_usage_only_chunk(event: dict[str, Any]) -> bool:

@@ -3,18 +3,20 @@
 Trusted: the operator's config and environment (upstream URLs, real keys, prices), the
 runner's episode settings (identity, budget), and the provider's usage fields (the
 provider's own metering is the truth we bill by). Untrusted: everything the agent sends.
-Its body is parsed only to read ``model`` and ``stream`` and is otherwise forwarded as is
-(except that Chat Completions streams always ask for usage); a Gemini route's model must be
+Its body is parsed only to read ``model``, ``stream``, what the budget prices (output
+limits, answer counts) and switches for work that would end after its answer (Responses
+``background``, refused), and is otherwise forwarded as is (except that Chat Completions
+streams always ask for usage, and a written output limit); a Gemini route's model must be
 a plain model name; its credential headers and credential query parameters (Google's
 ``key=``) are dropped; it cannot name another episode or change a budget. A stream the
 agent abandons is still read to its end from the upstream so its usage is metered exactly.
 
 Under a token or dollar budget each request reserves its worst case before it leaves
-(its body's bytes as input, its output limit, which the gateway writes into a request
-that names none) and is refused unless that fits beside what is spent and held by
-requests in flight; its reported usage replaces the reservation when it ends (rules and
-their one exception: :mod:`vtbench.gateway.budget`). Without a budget the body travels
-unchanged.
+(its body's bytes as input, its output limit once per answer asked for, a limit the
+gateway writes into a request that names none) and is refused unless that fits beside what
+is spent and held by requests in flight; its reported usage replaces the reservation when
+it ends, and an answer that reports none is charged the reservation (rules and their one
+exception: :mod:`vtbench.gateway.budget`). Without a budget the body travels unchanged.
 """
 
 import json
@@ -175,6 +177,9 @@ class Gateway:
                 return await self._refuse(ex, send, "bad_request", "not a model name")
         else:
             ex.model = payload["model"] if isinstance(payload.get("model"), str) else None
+        deferred = ex.dialect.deferred(payload)
+        if deferred is not None:
+            return await self._refuse(ex, send, "bad_request", deferred)
         client = self._clients.get(ex.dialect.provider)
         if client is None:
             message = f"the gateway has no {ex.dialect.provider} upstream configured"
@@ -204,7 +209,7 @@ class Gateway:
             return Reservation()
         named = ex.dialect.named_limit(payload)
         return self.budget.reserve(Demand(len(raw), named, self.config.price(ex.model),
-                                          ex.dialect.metered))
+                                          ex.dialect.metered, ex.dialect.answer_count(payload)))
 
     async def _forward(
         self, ex: _Exchange, client: httpx.AsyncClient, prepared: Prepared, scope: Scope,
@@ -305,7 +310,11 @@ class Gateway:
             return
         ex.finished = True
         assert self.store is not None and self.log is not None
-        dollars = ex.usage.dollars(self.config.price(ex.model))
+        if _answered(ex.http_status) and not ex.usage.reported:
+            # The provider answered without saying what it used: charge the worst case.
+            ex.usage, dollars = ex.reservation.as_usage(), ex.reservation.dollars
+        else:
+            dollars = ex.usage.dollars(self.config.price(ex.model))
         if ex.state != "refused":
             self.store.finish(ex.id, ex.state, ex.http_status, ex.usage, dollars)
             self.budget.settle(ex.reservation, ex.usage.total, dollars)
@@ -317,6 +326,11 @@ class Gateway:
                             first_event_ms=ex.first_event_ms, total_ms=ex.elapsed_ms()),
             usage=ex.usage.as_dict(), dollars=dollars, usage_reported=ex.usage.reported,
             request=ex.request, response=ex.response, events=ex.events, error=ex.error))
+
+
+def _answered(http_status: int | None) -> bool:
+    """The upstream accepted the request (a provider bills no error answer)."""
+    return http_status is not None and 200 <= http_status < 300
 
 
 def _client(upstream: Upstream) -> httpx.AsyncClient:

@@ -48,7 +48,8 @@ class ExchangeRecord(BaseModel):
     usage: dict[str, int]
     dollars: float
     usage_reported: bool
-    """Whether the provider reported usage (False: the counts are zero, not measured)."""
+    """Whether the provider reported usage (False: the counts are not measured; a successful
+    answer is charged its reservation, an error answer nothing)."""
     request: Any
     response: Any
     """The answer's JSON body, or the stream rebuilt into one message."""

@@ -13,12 +13,15 @@ it evaluates on the CPU: every process it starts sees only its own GPUs
 """
 
 import argparse
+import json
 import logging
 import os
 import stat
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from vtbench.printable import PrintableFormatter
 
 if TYPE_CHECKING:
     from vtbench.gpus import Gpu
@@ -37,11 +40,37 @@ def evaluation_gpus(count: int | None, share: bool) -> "AbstractContextManager[l
     return allocator.hold(count, "grader")
 
 
+def record_evaluation_gpus(path: Path, indexes: list[int], shared: bool) -> None:
+    """Say which GPUs this grader evaluates on and whether it shares them, for runners
+    (:func:`evaluation_gpus_of_grader`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps({"gpus": indexes, "shared": shared, "pid": os.getpid()}))
+    os.replace(temporary, path)
+
+
+def evaluation_gpus_of_grader(path: Path) -> tuple[list[int], bool]:
+    """The GPUs the running grader evaluates on and whether it shares them (none, False
+    when it has not said)."""
+    try:
+        said = json.loads(path.read_text())
+        return [int(index) for index in said["gpus"]], bool(said["shared"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return [], False
+
+
 def serve(socket: Path | None, port: int | None = None, sandbox: str = "bwrap",
           workers: int = 1, gpus: int | None = 0, share_gpus: bool = False) -> None:
+    from vtbench import layout
+    from vtbench.gpus import MEMORY_FRACTION_ENV, SHARED_MEMORY_FRACTION
+
     with evaluation_gpus(gpus, share_gpus) as held:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu.index) for gpu in held)
         os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        if share_gpus and held:
+            os.environ[MEMORY_FRACTION_ENV] = str(SHARED_MEMORY_FRACTION)
+        record_evaluation_gpus(layout.grader_gpus_file(), [gpu.index for gpu in held],
+                               share_gpus)
         logging.getLogger("vtbench.grader").info(
             "evaluating on %s", ", ".join(f"GPU {g.index} ({g.name})" for g in held) or "the CPU")
         _serve(socket, port, sandbox, workers, len(held))
@@ -53,9 +82,11 @@ def _serve(socket: Path | None, port: int | None, sandbox: str, workers: int,
 
     from vtbench.grader.app import create_app
     from vtbench.grader.core import Grader
+    from vtbench.models.template import start_template
 
     grader = Grader(sandbox=sandbox, workers=workers, gpus=gpus)
     grader.start()
+    start_template()  # while the agent starts: the first validation's server forks at once
     if socket is not None and socket.exists() and stat.S_ISSOCK(socket.lstat().st_mode):
         socket.unlink()  # left by a killed grader
     config = uvicorn.Config(
@@ -79,8 +110,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--share-gpus", action="store_true",
                         help="use the GPUs without holding them, so episodes may hold them too")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=os.environ.get("VTBENCH_LOG", "INFO"),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(PrintableFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=os.environ.get("VTBENCH_LOG", "INFO"), handlers=[handler])
     serve(args.socket, args.port, args.sandbox, args.workers, args.gpus, args.share_gpus)
 
 

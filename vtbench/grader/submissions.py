@@ -3,22 +3,20 @@ split when the episode finishes.
 
 The answer to the agent names the stored hashes and nothing about the test. Scoring:
 a submission that is the initial system itself gets the test score prepare measured
-(the gain is defined against that measurement); a candidate's failure scores 0; a grader
-failure leaves the submission pending, so finishing again scores it.
+(the gain is defined against that measurement). A failure is judged as a validation's is
+(:mod:`vtbench.grader.blame`): the candidate's scores 0; the grader's leaves the submission
+pending, so finishing again scores it. The verdict is a ``failure_cause`` event.
 """
 
 import logging
+import tempfile
 import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vtbench.errors import (
-    CheckpointError,
-    GraderUnavailable,
-    HarnessError,
-    SnapshotRefused,
-    VtbenchError,
-)
+from vtbench.errors import GraderUnavailable, SnapshotRefused, VtbenchError
 from vtbench.grader.api import SubmissionAck
+from vtbench.grader.blame import describe, initial_system_control, judge
 from vtbench.grader.candidates import kept_snapshot, last_snapshot, take
 from vtbench.grader.ledger import Episode, Ledger
 from vtbench.grader.lineage import LineageBook, Snapshot, candidate_name
@@ -88,23 +86,44 @@ class Submissions:
         try:
             result, _ = evaluate_stored(prepared.task, "test", model_hash, harness_hash,
                                         self.sandbox)
-        except (CheckpointError, HarnessError) as err:
-            self.ledger.set_submission_result(episode_id, "failed", {"score": 0.0,
-                                              "error": err.one_line()})
-            return
-        except Exception as err:  # ours (a trusted scorer too): the submission stays pending
-            log.exception("scoring the submission of %s failed in the grader", episode_id)
+        except Exception as err:
+            verdict = judge(err, initial_system_control(prepared, self.sandbox))
+            trace = "".join(traceback.format_exception(err))
+            self.ledger.log_event(episode_id, "failure_cause", stage="submission scoring",
+                                  **verdict.event(), error=describe(err), traceback=trace)
+            if not verdict.refunded:
+                self.ledger.set_submission_result(episode_id, "failed", {
+                    "score": 0.0, "error": describe(err)})
+                return
+            log.error("scoring the submission of %s failed in the grader (%s): %s",
+                      episode_id, verdict.cause, trace)
             self.ledger.log_event(episode_id, "grader_failure", stage="submission scoring",
-                                  traceback="".join(traceback.format_exception(err)))
+                                  cause=verdict.cause, traceback=trace)
             raise GraderUnavailable("scoring failed in the grader; finish again") from err
         self.ledger.set_submission_result(episode_id, "scored", result)
 
 
 def initial_test_score(prepared: "PreparedTask", model_hash: str,
                        harness_hash: str) -> float | None:
-    """The test score prepare measured, when the submission is the initial system itself."""
+    """The test score prepare measured, when the submission is the initial system itself:
+    the initial model's bytes with the task's own harness, whether the grader ran it
+    (``pristine``) or the agent sent its bytes unchanged under any folder name."""
     from vtbench.grader.intake import intake
 
-    if harness_hash != PRISTINE or intake(prepared.initial_model, "model").hash != model_hash:
+    if intake(prepared.initial_model, "model").hash != model_hash:
+        return None
+    if harness_hash not in (PRISTINE, pristine_harness_hash(prepared)):
         return None
     return prepared.initial_test
+
+
+def pristine_harness_hash(prepared: "PreparedTask") -> str:
+    """The tree hash of the task's own harness, as an agent's unchanged copy hashes (a
+    scratch store: nothing enters the candidate store)."""
+    from vtbench.grader.intake import intake
+    from vtbench.tasks.materialize import materialize
+
+    with tempfile.TemporaryDirectory(prefix="vtbench-pristine-") as scratch:
+        materialize(prepared.task, Path(scratch), components=("harness",))
+        return intake(Path(scratch) / "harness", "harness",
+                      store=Path(scratch) / "store").hash

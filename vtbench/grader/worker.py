@@ -5,20 +5,23 @@ Compute: a validation is charged the wall seconds of its evaluation; on a GPU th
 GPU-seconds of the one GPU our model server runs on (the result's ``gpus`` says how many
 GPUs evaluated, 0 on the CPU).
 
-Settlement: charged when the validation completes or fails because of the candidate (a
-checkpoint or harness error, an error the scorer reports), refunded when the grader fails
-(any other exception, or no compute seconds left when its turn came). The agent's message
-loses store paths; the operator gets the full message and traceback in the log and the
-ledger's events. A crash mid-run leaves the validation ``running``; recovery requeues it.
+Settlement: charged when the validation completes, and when it fails, unless the grader
+shows the failure is its own (:mod:`vtbench.grader.blame`: a known infrastructure
+condition, or a control run of the task's initial system that fails too); refunded then,
+and when no compute seconds were left when its turn came. Every failure's verdict is a
+``failure_cause`` event in the ledger. The agent's message loses store paths; the operator
+gets the full message and traceback in the log and the ledger's events. A crash mid-run
+leaves the validation ``running``; recovery requeues it.
 """
 
 import logging
 import threading
 import time
 import traceback
+from typing import Any
 
-from vtbench.errors import CheckpointError, HarnessError
 from vtbench.grader import faults
+from vtbench.grader.blame import Blame, describe, initial_system_control, judge
 from vtbench.grader.cache import ResultCache
 from vtbench.grader.ledger import Ledger, Validation
 from vtbench.grader.pipeline import (
@@ -83,7 +86,8 @@ class Workers:
 
     def _run(self, validation: Validation) -> None:
         inputs = validation.inputs
-        task = prepared_for(self.ledger.episode(validation.episode)).task
+        prepared = prepared_for(self.ledger.episode(validation.episode))
+        task = prepared.task
         key = cache_key(validation.episode, task, inputs["split"], inputs["model_hash"],
                         inputs["harness_hash"])
         cached = self.cache.get(key)
@@ -99,21 +103,35 @@ class Workers:
         try:
             result, seconds = evaluate_stored(task, inputs["split"], inputs["model_hash"],
                                               inputs["harness_hash"], self.sandbox, timeout=left)
-        except (CheckpointError, HarnessError) as err:
-            self.ledger.fail_candidate(validation.id, self._for_agent(validation, err.one_line()),
-                                       time.monotonic() - started)
-            return
-        except Exception as err:  # ours (a trusted scorer too), not the candidate's: refund
-            self._refund_grader_failure(validation, err)
+        except Exception as err:
+            verdict = judge(err, initial_system_control(prepared, self.sandbox))
+            self._settle_failure(validation, verdict, time.monotonic() - started, err=err)
             return
         faults.checkpoint("scored")
         result["gpus"] = self.gpus
         if result.get("error"):
-            result["error"] = self._for_agent(validation, result["error"])
-            self.ledger.fail_candidate(validation.id, result["error"], seconds, result=result)
+            verdict = judge(HarnessRunFailed(result["error"]),
+                            initial_system_control(prepared, self.sandbox))
+            self._settle_failure(validation, verdict, seconds, result=result)
             return
         self.cache.put(key, result)
         self.ledger.complete(validation.id, result, seconds)
+
+    def _settle_failure(self, validation: Validation, verdict: Blame, seconds: float,
+                        err: Exception | None = None,
+                        result: dict[str, Any] | None = None) -> None:
+        """Charge the candidate's failure or refund the grader's, recording the verdict."""
+        message = describe(err) if err is not None else str((result or {}).get("error"))
+        trace = "".join(traceback.format_exception(err)) if err is not None else message
+        self.ledger.log_event(validation.episode, "failure_cause", validation=validation.id,
+                              **verdict.event(), error=message, traceback=trace)
+        if verdict.refunded:
+            self._refund_grader_failure(validation, verdict, trace)
+            return
+        shown = self._for_agent(validation, message)
+        if result is not None:
+            result["error"] = shown
+        self.ledger.fail_candidate(validation.id, shown, seconds, result=result)
 
     def _for_agent(self, validation: Validation, message: str) -> str:
         """The message without candidate-store paths (the agent knows its candidate by its
@@ -125,11 +143,18 @@ class Workers:
                                   validation=validation.id, error=message)
         return shown
 
-    def _refund_grader_failure(self, validation: Validation, err: Exception) -> None:
+    def _refund_grader_failure(self, validation: Validation, verdict: Blame,
+                               trace: str) -> None:
         """Refund; the operator gets the traceback (log and ledger), the agent one line."""
-        log.exception("validation %s failed in the grader", validation.id)
+        log.error("validation %s failed in the grader (%s): %s", validation.id, verdict.cause,
+                  trace)
         self.ledger.log_event(validation.episode, "grader_failure", validation=validation.id,
-                              traceback="".join(traceback.format_exception(err)))
+                              cause=verdict.cause, traceback=trace)
         self.ledger.fail_infra(validation.id, f"infrastructure error in the grader "
-                                              f"({type(err).__name__}); this validation was "
+                                              f"({verdict.cause}); this validation was "
                                               f"refunded")
+
+
+class HarnessRunFailed(Exception):
+    """A run that ended with the harness's error (no output, malformed output, time out):
+    judged like any other failure."""

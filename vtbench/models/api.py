@@ -6,8 +6,11 @@ not (:mod:`vtbench.models.streaming`); chat prompts are the tokenizer's chat tem
 with tools where asked (:mod:`vtbench.models.tools`). A request may name the served model
 (its id in ``/v1/models``, the checkpoint folder's name), ``candidate`` (the name the
 tasks' harnesses send) or no model; any other name is a 404. Every error leaves as an
-OpenAI error object: 400 for the caller's mistake, 404 for an unknown model or route, 500
-only for a fault of the server.
+OpenAI error object: 400 for the caller's mistake, 404 for an unknown model or route, 413
+for a body beyond :func:`~vtbench.models.wire.max_request_bytes`, 500 only for a fault of
+the server. Every size and number a request carries is bounded before any work starts, so
+no request can make the server die: a harness that could would make its own validation
+fail, and a server's death is the candidate's failure.
 """
 
 import asyncio
@@ -27,7 +30,13 @@ from vtbench.models.tools import (
     template_renders_tools,
     tool_use,
 )
-from vtbench.models.wire import BadRequest, ChatRequest, CompletionRequest, ModelNotFound
+from vtbench.models.wire import (
+    BadRequest,
+    BodyTooLarge,
+    ChatRequest,
+    CompletionRequest,
+    ModelNotFound,
+)
 
 if TYPE_CHECKING:
     from fastapi import FastAPI, Request
@@ -93,6 +102,9 @@ async def completions(service: Service, body: CompletionRequest) -> Any:
     texts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
     if not texts:
         raise BadRequest("prompt must not be empty", "prompt")
+    if len(texts) * body.n > wire.MAX_ROWS_PER_REQUEST:
+        raise BadRequest(f"{len(texts)} prompts × n={body.n} exceed the "
+                         f"{wire.MAX_ROWS_PER_REQUEST} rows one request may ask for", "prompt")
     prompts = [service.codec.encode(t) for t in texts]
     requests = [service.engine_request(body, p, 16, body.logprobs) for p in prompts]
     envelope = service.envelope("cmpl", body.model)
@@ -132,6 +144,22 @@ async def chat(service: Service, body: ChatRequest) -> Any:
                         "logprobs": wire.chat_logprobs(c)})
     return _json({**envelope, "object": "chat.completion", "choices": choices,
                   "usage": wire.usage([prompt], results)})
+
+
+async def _bounded_body(request: "Request", context: int) -> bytes:
+    """The body, read no further than :func:`~vtbench.models.wire.max_request_bytes`."""
+    limit = wire.max_request_bytes(context)
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"the request body of {declared} bytes exceeds this server's "
+                           f"limit of {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"the request body exceeds this server's limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _parse(model: type[_Body], raw: bytes) -> _Body:
@@ -199,14 +227,14 @@ def create_app() -> "FastAPI":
     @app.post("/v1/completions")
     async def completions_route(request: Request) -> Any:
         service = _service(request)
-        body = _parse(CompletionRequest, await request.body())
+        body = _parse(CompletionRequest, await _bounded_body(request, service.context))
         service.check_model(body.model)
         return await completions(service, body)
 
     @app.post("/v1/chat/completions")
     async def chat_route(request: Request) -> Any:
         service = _service(request)
-        body = _parse(ChatRequest, await request.body())
+        body = _parse(ChatRequest, await _bounded_body(request, service.context))
         service.check_model(body.model)
         return await chat(service, body)
 
@@ -228,6 +256,10 @@ def _add_error_handlers(app: "FastAPI") -> None:
     @app.exception_handler(BadRequest)
     async def bad(_: Request, err: BadRequest) -> Any:
         return _error(400, str(err), "invalid_request_error", err.param)
+
+    @app.exception_handler(BodyTooLarge)
+    async def too_large(_: Request, err: BodyTooLarge) -> Any:
+        return _error(413, str(err), "invalid_request_error", "body")
 
     @app.exception_handler(ModelNotFound)
     async def unknown_model(_: Request, err: ModelNotFound) -> Any:

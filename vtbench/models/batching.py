@@ -258,7 +258,8 @@ class BatchEngine:
         self.stats.requests += 1
         seed = ticket.request.seed
         for index in range(ticket.request.n):
-            row_seed = (seed * 1_000_003 + index) if seed is not None else (
+            # A torch generator takes 64 bits: fold the row's seed into them.
+            row_seed = (seed * 1_000_003 + index) % 2**64 if seed is not None else (
                 self._seeds.getrandbits(62))
             self._carry.append(_Row(ticket, index, row_seed))
 

@@ -135,6 +135,7 @@ def run_server(args: argparse.Namespace) -> None:
     import uvicorn
     from transformers.utils import logging as hf_logging
 
+    from vtbench.gpus import apply_memory_fraction
     from vtbench.models.batching import BatchEngine
 
     if args.exit_with:
@@ -145,7 +146,9 @@ def run_server(args: argparse.Namespace) -> None:
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if not device.startswith("cuda"):
+    if device.startswith("cuda"):
+        apply_memory_fraction()  # a GPU shared with an episode: the grader's share
+    else:
         cap_address_space(args.model, args.memory_headroom_mb)
     model, tokenizer = load_within_limit(args.model, device)
     engine = BatchEngine(model, tokenizer, max_batch=args.max_batch or default_max_batch(device),
@@ -184,18 +187,22 @@ def cap_address_space(model_dir: Path, headroom_mb: int | None) -> None:
 
 
 def load_within_limit(model_dir: Path, device: str) -> tuple[Any, Any]:
-    """Model and tokenizer; running out of the capped memory is the candidate's failure."""
+    """Model and tokenizer. Whatever stops them loading is reported as the checkpoint's
+    failure, named by its exception (running out of the capped memory said so); whose
+    failure it really is, the grader decides (:mod:`vtbench.grader.blame`)."""
     from vtbench.models.checkpoint import load_checkpoint, load_tokenizer
 
     try:
         return load_checkpoint(model_dir, device), load_tokenizer(model_dir)
     except CheckpointError:
         raise
-    except (MemoryError, OSError, RuntimeError) as error:
-        if not out_of_memory(error):
-            raise
-        raise CheckpointError("loading the checkpoint needs more memory than its weight "
-                              "files justify") from error
+    except Exception as error:
+        if out_of_memory(error):
+            raise CheckpointError("loading the checkpoint needs more memory than its weight "
+                                  "files justify") from error
+        text = (str(error).strip().splitlines() or [""])[0][:300]
+        raise CheckpointError(f"the checkpoint failed to load: {type(error).__name__}: "
+                              f"{text}") from error
 
 
 def out_of_memory(error: BaseException) -> bool:

@@ -22,12 +22,30 @@ since they cannot know the candidate's folder name."""
 FUNCTION_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
 
 
+MAX_STOP_STRINGS = 16
+"""Stop strings per request (OpenAI allows 4): each one is searched for at every token."""
+MAX_ROWS_PER_REQUEST = 1024
+"""Prompts × ``n`` of one request: the rows it puts into the batch engine."""
+
+
+def max_request_bytes(context: int) -> int:
+    """The largest request body a server with ``context`` tokens reads: 32 bytes a token
+    of context, at least 1 MiB. A longer prompt could never fit the context, and encoding
+    one costs the tokenizer memory that grows with it (a 30 MB prompt made tokenizers ask
+    for 500 MB)."""
+    return max(1 << 20, 32 * context)
+
+
 class BadRequest(ValueError):
     """The caller's mistake that pydantic cannot see (too long a prompt, a bad template)."""
 
     def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+class BodyTooLarge(ValueError):
+    """A request body beyond :func:`max_request_bytes` (a 413, before it is parsed)."""
 
 
 class ModelNotFound(LookupError):
@@ -56,10 +74,11 @@ class _Sampling(_Strict):
     """Nucleus sampling's probability mass."""
     n: int = Field(default=1, ge=1, le=128)
     """Choices per prompt."""
-    stop: str | list[str] | None = None
-    """Strings that end a choice; the text stops before the first one."""
-    seed: int | None = None
-    """Seeds each choice's sampler: the same seed gives the same text whatever the batch."""
+    stop: str | list[str] | None = Field(default=None, max_length=MAX_STOP_STRINGS)
+    """Strings that end a choice; the text stops before the first one (at most 16)."""
+    seed: int | None = Field(default=None, ge=-(2**63), lt=2**64)
+    """Seeds each choice's sampler: the same seed gives the same text whatever the batch.
+    A 64-bit integer, signed or not."""
     ignore_eos: bool = False
     """Generate exactly ``max_tokens`` tokens (vLLM's extension)."""
     stream: bool = False

@@ -88,13 +88,14 @@ def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report:
     for split in missing:
         report(job, f"evaluating on {split}")
         def progress(done: int, total: int, split: str = split) -> None:
-            report(job, f"{split} {done}/{total}")
+            report(job, f"{split}: {done} of {total} instances run")
 
         result = evaluate(task, model, split, harness_dir=folder / "harness",
                           sandbox=sandbox, on_progress=progress)
         if result.error:
             raise PrepareFailed(f"{job}: evaluation on {split} failed: {result.error}")
         book.put(plan.name, split, seed, round(result.score, 4))
+        report(job, f"{split} score {result.score:.3f} ({result.n} instances)")
     report(job, "done")
 
 

@@ -103,6 +103,18 @@ def pick_device() -> str:
     return os.environ.get("VTBENCH_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def keep_to_gpu_share(device: str) -> None:
+    """On a GPU shared with the grader (one-GPU hosts), take at most the share of its
+    memory the runner gives this side (``$VTBENCH_GPU_MEMORY_FRACTION``), so that the
+    grader's evaluations keep theirs."""
+    share = os.environ.get("VTBENCH_GPU_MEMORY_FRACTION")
+    if share and device == "cuda":
+        import torch
+
+        for index in range(torch.cuda.device_count()):
+            torch.cuda.set_per_process_memory_fraction(float(share), index)
+
+
 def plan(config: dict) -> tuple[str, int]:
     """The device and the number of processes to train with: the launcher's processes when
     started by one, else the config's ("auto": one per visible GPU, 1 without a GPU)."""
@@ -348,6 +360,7 @@ def main() -> None:
     from transformers.utils import logging as hf_logging
 
     torch.set_num_threads(int(os.environ.get("VTBENCH_THREADS", "1")))
+    keep_to_gpu_share(device)
     hf_logging.disable_progress_bar()
     # deprecations inside the libraries' own calls, which no setting here can avoid
     warnings.filterwarnings("ignore", category=FutureWarning,
