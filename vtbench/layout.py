@@ -102,6 +102,12 @@ class EpisodePaths:
         return self.folder / SNAPSHOTS_DIR
 
     @property
+    def processes(self) -> Path:
+        """What the runner saw of the sandbox's training processes (a list of
+        :class:`vtbench.grader.api.ProcessSeen` as JSON); the grader's lineage reads it."""
+        return self.folder / "processes.json"
+
+    @property
     def record(self) -> Path:
         """The episode record (``EpisodeRecord`` as JSON)."""
         return self.folder / RECORD_FILE

@@ -36,6 +36,7 @@ from vtbench.episode.gateway_process import config_path, episode_gateway, llm_us
 from vtbench.episode.grader_process import grader_log, running_grader
 from vtbench.episode.leak_audit import audit, workspace_copies
 from vtbench.episode.plumbing import output_pipe, relayed_sockets
+from vtbench.episode.processes import Places, ProcessWatch, load, read_only_places
 from vtbench.episode.provenance import provenance
 from vtbench.episode.record import EpisodeRecord
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
@@ -189,7 +190,10 @@ def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: Grade
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
                                                      stdout=output, stderr=output)
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
-        return watch(process, client, state["episode"], record, events, began,
+        processes = ProcessWatch(process.pid, Places(episode.workspace,
+                                                     read_only_places(spec.mounts)),
+                                 save_to=episode.processes)
+        return watch(process, processes, client, state["episode"], record, events, began,
                      lambda: episode.save(record))
 
 
@@ -217,15 +221,16 @@ def audit_sandbox(task: Task, mounts: list[Mount], episode: Episode,
     episode.save_state({**state, "workspace_as_made": False})
 
 
-def watch(process: SandboxProcess, client: GraderClient, episode_id: str,
-          record: EpisodeRecord, events: Events, began: float,
+def watch(process: SandboxProcess, processes: ProcessWatch, client: GraderClient,
+          episode_id: str, record: EpisodeRecord, events: Events, began: float,
           save: Callable[[], None]) -> tuple[str, float]:
     """Follow the agent until it exits, submits (then stop it) or reaches the deadline;
     returns why, and when the agent's last counted interval ended. The runner's time from
     ``began`` until the agent's first interval is its own (set-up, the sandbox's start).
-    The record, with its time split so far, is saved (``save``) every
+    ``processes`` samples the sandbox's tree (training, and what each training ran). The
+    record, with its time split so far, is saved (``save``) every
     :data:`CHECKPOINT_SECONDS`."""
-    seen, split = 0, TimeSplit(process.pid, record.spent)
+    seen, split = 0, TimeSplit(processes, record.spent)
     record.spent.runner_seconds += split.last - began
     saved_at = time.time()
     while process.poll() is None:
@@ -270,6 +275,7 @@ def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
     started = datetime.fromisoformat(record.started_at).timestamp()
     record.validations, record.submission = history.validations, history.submission
     record.candidates = history.candidates
+    record.processes = load(episode.processes)
     record.submitted = record.submission is not None
     record.final_test = result.test_score if record.submitted else record.initial_test
     record.gain = result.gain if record.submitted else 0.0

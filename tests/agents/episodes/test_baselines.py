@@ -43,6 +43,8 @@ def test_the_filter_changes_only_the_data_and_submits_its_best(
     assert record.submission.candidate == best(record).candidate
     changes = changes_by_candidate(record, path.parent)
     assert changes["models/filtered"] == ["D"]
+    filtered = next(c for c in record.candidates if c.name == "models/filtered")
+    assert filtered.trained_with == "components" and filtered.data_hash is not None
 
 
 def test_the_tuner_changes_only_hyperparameters_and_submits_its_best_with_its_config(
@@ -55,6 +57,8 @@ def test_the_tuner_changes_only_hyperparameters_and_submits_its_best_with_its_co
     assert all(candidate.startswith("models/tune-") for candidate in tried[1:])
     changes = changes_by_candidate(record, path.parent)
     assert all(changes[candidate] == ["T"] for candidate in tried[1:]), changes
+    assert all(c.trained_with == "components" for c in record.candidates
+               if c.origin == "trained"), record.candidates
     submitted = record.submission.candidate
     assert submitted == best(record).candidate
     config = tomllib.loads(snapshot_file(path.parent, record.submission.snapshot,
