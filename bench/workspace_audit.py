@@ -55,7 +55,8 @@ def main() -> None:
             folder = Path(scratch) / f"episode-{index}"
             workspace = folder / "workspace"
             with timed(f"episode {index}: workspace with its model copies"):
-                create_workspace(task, workspace, folder / "snapshots.git", base, args.initial)
+                create_workspace(task, workspace, folder / "snapshots.git", base, args.initial,
+                                 task.spec.budgets)
             copies = {workspace / "models" / "base": base,
                       workspace / "models" / "initial": args.initial} if trusted else None
             how = "copies trusted" if trusted else "copies searched"

@@ -167,3 +167,12 @@ def test_the_command_line_loads_no_torch() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_client_of_the_wire_contract_loads_no_ledger() -> None:
+    probe = ("import sys, vtbench.client, vtbench.grader.api\n"
+             "print(sorted(m for m in sys.modules if m.startswith('vtbench.grader')))\n")
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "['vtbench.grader', 'vtbench.grader.api']"

@@ -27,6 +27,7 @@ from vtbench.grader.api import (
     TestResult,
     ValidationView,
 )
+from vtbench.spec import EpisodeSpec
 
 DEADLINE_ENV = "VTBENCH_DEADLINE"
 Answer = TypeVar("Answer", bound=BaseModel)
@@ -113,10 +114,11 @@ class GraderClient:
         return self._answer(SubmissionAck, "POST", "/v1/submission",
                             {"model": model, "harness": harness})
 
-    def create_episode(self, task: str, digest: str, workspace: Path) -> EpisodeGrant:
-        """Operator: an episode on the prepared task ``task`` (id) of pack ``digest``."""
+    def create_episode(self, spec: EpisodeSpec, workspace: Path) -> EpisodeGrant:
+        """Operator: register the episode ``spec`` decided (the grader keeps it)."""
         return self._answer(EpisodeGrant, "POST", "/v1/operator/episodes",
-                            {"task": task, "digest": digest, "workspace": str(workspace)})
+                            {"task": spec.task, "digest": spec.task_digest,
+                             "workspace": str(workspace), "spec": spec.model_dump(mode="json")})
 
     def finish(self, episode: str) -> TestResult:
         return self._answer(TestResult, "POST", f"/v1/operator/episodes/{episode}/finish")

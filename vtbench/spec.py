@@ -270,3 +270,48 @@ def _method_table(path: Path) -> dict[str, list[str]]:
                         hint='a table per config file, e.g. ["config.toml"], of '
                              '"dotted.key" = "what it chooses"') from None
     return {file: sorted(keys) for file, keys in table.items()}
+
+
+class AgentChoice(Strict):
+    name: str
+    """The agent's name (``noop``, ``reference``, ``claude-code``, ``command:...``)."""
+    model: str | None = None
+    """An LLM agent's model; None: its CLI's default."""
+    reasoning_effort: str | None = None
+    """An LLM agent's reasoning effort; None: its CLI's default."""
+
+
+class EpisodeSpec(Strict):
+    """Everything one episode runs with, decided once (:meth:`decide`) and carried whole:
+    written into the episode's record, sent to the grader when the episode is registered
+    (the ledger keeps it), and the one source of ``TASK.md``'s budget, the research
+    sandbox's limits, ``$VTBENCH_DEADLINE`` and the gateway's limits. Nothing downstream
+    works a default out again."""
+
+    schema_version: Literal[1] = 1
+    task: str
+    """The task's id."""
+    task_digest: str
+    """sha256 of the task pack and base model the prepared systems were built from."""
+    agent: AgentChoice
+    seed: int
+    budgets: Budgets
+    """The task's budgets with the episode's own wall clock (``--budget-minutes``)."""
+    resources: Resources
+    """What the research sandbox may use (the task's ``resources``)."""
+
+    @classmethod
+    def decide(cls, task: str, digest: str, spec: "TaskSpec", agent: AgentChoice, seed: int,
+               budget_minutes: float | None = None) -> "EpisodeSpec":
+        """The episode's spec from the task's and the caller's choices: a budget given
+        replaces the task's wall clock; every other budget is the task's."""
+        budgets = spec.budgets
+        if budget_minutes is not None:
+            budgets = Budgets.model_validate({**budgets.model_dump(),
+                                              "wall_clock_minutes": budget_minutes})
+        return cls(task=task, task_digest=digest, agent=agent, seed=seed, budgets=budgets,
+                   resources=spec.resources)
+
+    @property
+    def wall_clock_seconds(self) -> float:
+        return self.budgets.wall_clock_minutes * 60

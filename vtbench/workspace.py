@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from vtbench.errors import SnapshotRefused
+from vtbench.spec import Budgets
 from vtbench.tasks.materialize import materialize
 from vtbench.tasks.registry import Task
 
@@ -130,8 +131,8 @@ def packed_objects(git_dir: Path) -> set[str]:
     return found
 
 
-def task_markdown(task: Task) -> str:
-    budgets = task.spec.budgets
+def task_markdown(task: Task, budgets: Budgets) -> str:
+    """TASK.md: the task's README and the rules, with the episode's own ``budgets``."""
     harness = ("`harness/` is yours to change; `validate` and `submit` use it unless "
                "`--harness DIR` names another folder." if task.spec.harness_editable else
                "`harness/` is fixed: the grader always runs the task's own harness.")
@@ -166,10 +167,11 @@ def read_only_copy(source: Path, target: Path) -> None:
 
 
 def create_workspace(task: Task, workspace: Path, git_dir: Path, base_model: Path,
-                     initial_model: Path) -> str:
-    """Build the workspace from the task's public files; returns snapshot 0."""
+                     initial_model: Path, budgets: Budgets) -> str:
+    """Build the workspace from the task's public files, ``TASK.md`` stating the episode's
+    ``budgets``; returns snapshot 0."""
     materialize(task, workspace)
-    (workspace / "TASK.md").write_text(task_markdown(task))
+    (workspace / "TASK.md").write_text(task_markdown(task, budgets))
     read_only_copy(base_model, workspace / "models" / "base")
     read_only_copy(initial_model, workspace / "models" / "initial")
     git_dir.mkdir(parents=True)

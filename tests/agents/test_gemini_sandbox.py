@@ -47,7 +47,8 @@ def test_gemini_runs_a_shell_command_in_the_workspace_sending_only_gemini_api_re
     for folder in ("models/base", "models/initial", "harness"):  # the read-only overlays
         (tmp_path / "workspace" / folder).mkdir(parents=True)
     workspace = prepare_writable(tmp_path / "workspace")
-    spec = research_spec(find_task("arith"), agent, workspace, socket, "token", 120,
+    task = find_task("arith")
+    spec = research_spec(task, agent, workspace, socket, "token", 120, task.spec.resources,
                          gateway_socket=socket, extra_env=agent.environment(context))
     spec = spec.model_copy(update={"mounts": [*spec.mounts, *runtime_mounts(agent)]})
 

@@ -13,7 +13,8 @@ from vtbench.workspace import task_markdown
 
 
 def shown_commands() -> list[str]:
-    text = task_markdown(load_task(layout.BUILTIN_TASKS / "arith"))
+    task = load_task(layout.BUILTIN_TASKS / "arith")
+    text = task_markdown(task, task.spec.budgets)
     commands = re.findall(r"`(vtbench [^`]+)`", text.replace("\n  ", " "))
     return [re.sub(r"(\w+)(\|\w+)+", r"\1", command) for command in commands]
 

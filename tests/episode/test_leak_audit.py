@@ -259,7 +259,8 @@ def workspace_with_copies(task: Task, folder: Path, base: Path,
     from vtbench.workspace import create_workspace
 
     workspace = folder / "workspace"
-    create_workspace(task, workspace, folder / "snapshots.git", base, initial)
+    create_workspace(task, workspace, folder / "snapshots.git", base, initial,
+                     task.spec.budgets)
     return workspace, {workspace / "models" / "base": base,
                        workspace / "models" / "initial": initial}
 

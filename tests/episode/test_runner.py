@@ -127,3 +127,19 @@ def test_a_task_that_needs_more_gpus_than_the_host_has_is_refused_at_once(
     with pytest.raises(GpusUnavailable, match="needs 1 GPU"):
         run_episode(RunOptions(task=str(task), agent="noop", out=tmp_path / "runs"))
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_budget_given_to_run_is_the_one_task_md_status_and_the_deadline_use(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    program = ("grep 'Wall clock' TASK.md > told.txt; vtbench status --json > status.json; "
+               "sleep 600")
+    started = time.monotonic()
+    record = episode(prepared_arith, f"command:{program}", tmp_path, minutes=0.4)
+    took = time.monotonic() - started
+    workspace = next(tmp_path.iterdir()) / "workspace"
+    assert "Wall clock: 0.4 minutes" in (workspace / "told.txt").read_text()
+    status = json.loads((workspace / "status.json").read_text())
+    assert 0 < status["seconds_left"] <= 24
+    assert record.stop_reason == "deadline" and record.budget_minutes == 0.4
+    assert record.spec is not None and record.spec.budgets.wall_clock_minutes == 0.4
+    assert 24 <= took < 24 + 60

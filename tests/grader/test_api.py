@@ -9,6 +9,8 @@ from vtbench.grader import api
 from vtbench.grader.app import create_app
 from vtbench.grader.core import Grader
 from vtbench.grader.ledger import Ledger
+from vtbench.spec import AgentChoice, EpisodeSpec
+from vtbench.tasks import find_task
 
 ROUTE_MODELS = {"CandidateRequest", "ValidateRequest", "CreateEpisodeRequest", "MergeRequest",
                 "EpisodeGrant", "ValidationView", "EpisodeStatus", "SubmissionAck",
@@ -38,8 +40,12 @@ def test_the_client_returns_typed_answers_from_a_real_grader(
     grader.start()
     task, digest = mark_prepared(small_task)
     operator = GraderClient(grader.socket, grader.operator)
-    grant = operator.create_episode(task, digest, workspace)
+    spec = EpisodeSpec.decide(task, digest, find_task(str(small_task)).spec,
+                              AgentChoice(name="noop"), seed=0, budget_minutes=7)
+    grant = operator.create_episode(spec, workspace)
     assert isinstance(grant, api.EpisodeGrant)
+    (kept,) = [e for e in Ledger().events() if e["kind"] == "episode_spec"]
+    assert EpisodeSpec.model_validate(kept["detail"]["spec"]) == spec
     agent = GraderClient(grader.socket, grant.token)
     status = agent.status()
     assert (status.task, status.submitted, status.submission) == ("dsl", False, None)

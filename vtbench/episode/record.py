@@ -16,6 +16,7 @@ from vtbench.grader.api import LineageRecord as Lineage
 from vtbench.grader.api import ProcessSeen
 from vtbench.grader.api import SubmissionRecord as Submission
 from vtbench.grader.api import ValidationRecord as Validation
+from vtbench.spec import EpisodeSpec
 
 SCHEMA_VERSION: Literal[1] = 1
 __all__ = ["BudgetSpent", "EpisodeRecord", "Hardware", "Lineage", "LlmUsage", "ProcessSeen",
@@ -102,7 +103,11 @@ class EpisodeRecord(Record):
     """The LLM the agent ran with (LLM agents; None for built-in agents or the CLI's default)."""
     reasoning_effort: str | None = None
     seed: int
+    spec: EpisodeSpec | None = None
+    """What the episode ran with, decided once when it started (None in records written
+    before specs were recorded)."""
     budget_minutes: float
+    """The episode's wall clock (``spec.budgets.wall_clock_minutes``)."""
     started_at: str
     """ISO-8601 UTC time the episode started (its runner began)."""
     agent_started_at: str | None = None

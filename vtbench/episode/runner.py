@@ -62,6 +62,7 @@ from vtbench.layout import EpisodePaths
 from vtbench.prepare import PreparedTask, load_prepared, prepared_by_id
 from vtbench.printable import unfailing
 from vtbench.sandbox import Mount, SandboxProcess, get_sandbox, prepare_writable
+from vtbench.spec import AgentChoice, EpisodeSpec, Resources
 from vtbench.tasks import find_task
 from vtbench.tasks.registry import Task
 from vtbench.tasks.store import atomic_write
@@ -110,6 +111,28 @@ class Episode(EpisodePaths):
         return json.loads(self.runner_state.read_text())
 
 
+def episode_spec(prepared: PreparedTask, options: RunOptions) -> EpisodeSpec:
+    """The episode's spec, decided here once from the task and the run's options."""
+    agent = get_agent(options.agent)
+    choice = AgentChoice(name=options.agent,
+                         model=options.model if agent.needs_gateway else None,
+                         reasoning_effort=options.reasoning_effort if agent.needs_gateway
+                         else None)
+    return EpisodeSpec.decide(prepared.id, prepared.digest, prepared.task.spec, choice,
+                              options.seed, options.budget_minutes)
+
+
+def recorded_spec(record: EpisodeRecord, prepared: PreparedTask) -> EpisodeSpec:
+    """The spec the episode was started with (a record written before specs existed: the
+    one its recorded choices give)."""
+    if record.spec is not None:
+        return record.spec
+    return EpisodeSpec.decide(prepared.id, prepared.digest, prepared.task.spec,
+                              AgentChoice(name=record.agent, model=record.model,
+                                          reasoning_effort=record.reasoning_effort),
+                              record.seed, record.budget_minutes)
+
+
 def start_episode(prepared: PreparedTask, options: RunOptions, events: Events,
                   began: float) -> tuple[Episode, EpisodeRecord]:
     task = prepared.task
@@ -118,14 +141,15 @@ def start_episode(prepared: PreparedTask, options: RunOptions, events: Events,
     slug = options.agent.replace("command:", "command-").replace("/", "_").replace(" ", "_")[:40]
     episode = Episode(options.out.resolve() / f"{task.id}-{slug}-s{options.seed}-{stamp}")
     episode.folder.mkdir(parents=True)
-    limit_disk(episode, task, events)
+    spec = episode_spec(prepared, options)
+    limit_disk(episode, spec.resources, events)
     models = workspace_copies(prepared)
     create_workspace(task, episode.workspace, episode.snapshots, models["models/base"],
-                     models["models/initial"])
-    budget = options.budget_minutes or task.spec.budgets.wall_clock_minutes
+                     models["models/initial"], spec.budgets)
     record = EpisodeRecord(
         episode_id=episode.folder.name, task=task.id, agent=options.agent, seed=options.seed,
-        budget_minutes=budget, started_at=now(began), initial_val=prepared.initial_val,
+        spec=spec, budget_minutes=spec.budgets.wall_clock_minutes, started_at=now(began),
+        initial_val=prepared.initial_val,
         initial_test=prepared.initial_test, reference_test=prepared.reference_test,
         model=options.model if agent.needs_gateway else None,
         reasoning_effort=options.reasoning_effort if agent.needs_gateway else None,
@@ -135,8 +159,7 @@ def start_episode(prepared: PreparedTask, options: RunOptions, events: Events,
     return episode, record
 
 
-def limit_disk(episode: Episode, task: Task, events: Events) -> None:
-    resources = task.spec.resources
+def limit_disk(episode: Episode, resources: Resources, events: Events) -> None:
     reason = unavailable()
     if reason is None:
         WorkspaceDisk(episode.workspace).create(resources.disk_gb)
@@ -146,25 +169,26 @@ def limit_disk(episode: Episode, task: Task, events: Events) -> None:
                f"{resources.max_file_gb:g} GB are cut off")
 
 
-def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: GraderClient,
-              sockets: dict[str, Path], options: RunOptions, events: Events,
-              began: float) -> tuple[str, float]:
+def run_agent(episode: Episode, record: EpisodeRecord, spec: EpisodeSpec, task: Task,
+              client: GraderClient, sockets: dict[str, Path], options: RunOptions,
+              events: Events, began: float) -> tuple[str, float]:
     """Run the agent in its sandbox, on the task's GPUs, until it exits, submits or
     reaches the deadline; returns why it stopped and when its last interval ended.
     ``sockets``: the grader's and, for LLM agents, the gateway's; ``began``: when this
     runner started (its set-up until the agent starts is its own time)."""
     state, agent = episode.state(), get_agent(record.agent)
-    remaining = record.budget_minutes * 60 - charged(record.spent, began)
+    remaining = spec.wall_clock_seconds - charged(record.spent, began)
     if remaining <= 0:
         record.spent.runner_seconds += time.time() - began
         return "deadline", time.time()
-    context = AgentContext(task=task.id, seed=record.seed, budget_minutes=record.budget_minutes,
-                           prompt=PROMPT, model=options.model,
-                           reasoning_effort=options.reasoning_effort,
+    context = AgentContext(task=task.id, seed=spec.seed,
+                           budget_minutes=spec.budgets.wall_clock_minutes,
+                           prompt=PROMPT, model=spec.agent.model,
+                           reasoning_effort=spec.agent.reasoning_effort,
                            gateway_url=f"http://127.0.0.1:{GATEWAY_PORT}"
                            if "gateway" in sockets else None)
     prepare_writable(episode.workspace)
-    resources = task.spec.resources
+    resources = spec.resources
     gpus = GpuAllocator().hold(episode_gpu_count(resources.gpus, resources.optional_gpus),
                                f"episode {record.episode_id}")
     with gpus as held, relayed_sockets(sockets) as relayed, \
@@ -176,22 +200,24 @@ def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: Grade
                    f"{SHARED_MEMORY_FRACTION:.0%} of its memory)")
         shared_env = ({MEMORY_FRACTION_ENV: str(SHARED_MEMORY_FRACTION)}
                       if record.gpu_shared_with_grader else {})
-        spec = research_spec(task, agent, episode.workspace, relayed["grader"], state["token"],
-                             remaining, gateway_socket=relayed.get("gateway"),
-                             extra_env={**agent.environment(context), **shared_env})
-        spec = spec.model_copy(update={"mounts": [*spec.mounts, *runtime_mounts(agent)],
-                                       "gpus": [gpu.index for gpu in held]})
+        sandbox = research_spec(task, agent, episode.workspace, relayed["grader"],
+                                state["token"], remaining, resources,
+                                gateway_socket=relayed.get("gateway"),
+                                extra_env={**agent.environment(context), **shared_env})
+        sandbox = sandbox.model_copy(update={
+            "mounts": [*sandbox.mounts, *runtime_mounts(agent)],
+            "gpus": [gpu.index for gpu in held]})
         events("leak audit of everything the agent will see")
-        audit_sandbox(task, spec.mounts, episode, state)
+        audit_sandbox(task, sandbox.mounts, episode, state)
         deadline = {DEADLINE_ENV: str(int(time.time() + remaining))}
-        spec = spec.model_copy(update={"env": {**spec.env, **deadline}})
+        sandbox = sandbox.model_copy(update={"env": {**sandbox.env, **deadline}})
         record.agent_started_at = record.agent_started_at or now()
         episode.save(record)  # before the agent runs any code
-        process = get_sandbox(options.sandbox).start(agent.command(context), spec,
+        process = get_sandbox(options.sandbox).start(agent.command(context), sandbox,
                                                      stdout=output, stderr=output)
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
         processes = ProcessWatch(process.pid, Places(episode.workspace,
-                                                     read_only_places(spec.mounts)),
+                                                     read_only_places(sandbox.mounts)),
                                  save_to=episode.processes)
         return watch(process, processes, client, state["episode"], record, events, began,
                      lambda: episode.save(record))
@@ -346,11 +372,12 @@ def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
                 events: Events, began: float, prepared: PreparedTask,
                 close: str | None = None) -> EpisodeRecord:
     """From the grader's episode to the finished record (``close``: see :func:`run_episode`)."""
+    spec = recorded_spec(record, prepared)
     with running_grader(options.sandbox) as grader:
         events(f"grader log: {grader_log()}")
         client = GraderClient(grader, operator_token())
         if not episode.runner_state.exists():
-            grant = client.create_episode(prepared.id, prepared.digest, episode.workspace)
+            grant = client.create_episode(spec, episode.workspace)
             copies = {place: str(source) for place, source in workspace_copies(prepared).items()}
             episode.save_state({"episode": grant.episode, "token": grant.token,
                                 "workspace_as_made": True, "model_copies": copies})
@@ -361,9 +388,9 @@ def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
         agent, task = get_agent(record.agent), prepared.task
         try:
             with episode_gateway(agent.needs_gateway, options.gateway_config, agent.name,
-                                 record.episode_id, task.spec.budgets, episode.folder) as gateway:
+                                 record.episode_id, spec.budgets, episode.folder) as gateway:
                 sockets = {"grader": grader, **({"gateway": gateway} if gateway else {})}
-                reason, agent_ended = run_agent(episode, record, task, client, sockets,
+                reason, agent_ended = run_agent(episode, record, spec, task, client, sockets,
                                                 options, events, began)
         except VtbenchError:
             record.status = "failed"

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vtbench.spec import EpisodeSpec
+
 Method = Literal["linear", "slerp", "ties", "dare_ties", "task_arithmetic"]
 NEEDS_BASE = ("ties", "dare_ties", "task_arithmetic")
 DEFAULT_BASE = "models/base"
@@ -62,7 +64,10 @@ class CreateEpisodeRequest(View):
     """The pack digest the runner checked (:class:`vtbench.prepare.PreparedTask`)."""
     workspace: str = Field(min_length=1, max_length=4000)
     budgets: EpisodeBudgets | None = None
-    """Default: the task's own budgets."""
+    """Default: the episode spec's budgets, else the task's own."""
+    spec: EpisodeSpec | None = None
+    """The episode's spec (:class:`vtbench.spec.EpisodeSpec`), kept in the ledger; its
+    task and digest must be the request's."""
 
 
 class MergeRequest(View):

@@ -191,7 +191,8 @@ def _operator_routes(app: FastAPI, grader: Grader, operator: Any) -> None:
 
     @app.post("/v1/operator/episodes", dependencies=guard)
     def create_episode(body: CreateEpisodeRequest) -> EpisodeGrant:
-        return grader.create_episode(body.task, body.digest, Path(body.workspace), body.budgets)
+        return grader.create_episode(body.task, body.digest, Path(body.workspace), body.budgets,
+                                     body.spec)
 
     @app.get("/v1/operator/status", dependencies=guard)
     def operator_status() -> OperatorStatus:

@@ -36,6 +36,7 @@ import logging
 import secrets
 from pathlib import Path
 
+from vtbench.errors import SpecError
 from vtbench.grader import results
 from vtbench.grader.api import (
     CandidateView,
@@ -55,12 +56,13 @@ from vtbench.grader.cache import ResultCache
 from vtbench.grader.ledger import Episode, Ledger, RecoveryReport
 from vtbench.grader.lineage import LineageBook, candidate_views
 from vtbench.grader.merge import Merger
-from vtbench.grader.pipeline import inputs_intact
+from vtbench.grader.pipeline import inputs_intact, remember_prepared
 from vtbench.grader.storekeeper import StoreKeeper
 from vtbench.grader.submissions import Submissions
 from vtbench.grader.tokens import Gate, new_token
 from vtbench.grader.validations import Validations, view
 from vtbench.grader.worker import Workers
+from vtbench.spec import EpisodeSpec
 
 log = logging.getLogger("vtbench.grader")
 
@@ -116,18 +118,26 @@ class Grader:
     # -- operator ----------------------------------------------------------------------
 
     def create_episode(self, task: str, digest: str, workspace: Path,
-                       budgets: EpisodeBudgets | None = None) -> EpisodeGrant:
+                       budgets: EpisodeBudgets | None = None,
+                       spec: EpisodeSpec | None = None) -> EpisodeGrant:
         """An episode on the task prepared under id ``task`` from the pack with ``digest``
-        (the one the runner checked); the ledger keeps both, never a path."""
+        (the one the runner checked); the ledger keeps both, never a path, and the
+        episode's ``spec`` whole, whose budgets the episode gets (else the task's)."""
         from vtbench.prepare import prepared_by_id
 
-        spec_budgets = prepared_by_id(task, digest).task.spec.budgets
-        budgets = budgets or EpisodeBudgets(validations=spec_budgets.validations,
-                                            compute_seconds=spec_budgets.grader_compute_seconds)
+        if spec is not None and (spec.task, spec.task_digest) != (task, digest):
+            raise SpecError("the episode spec names another task or digest than the request")
+        prepared = prepared_by_id(task, digest)
+        decided = spec.budgets if spec is not None else prepared.task.spec.budgets
+        budgets = budgets or EpisodeBudgets(validations=decided.validations,
+                                            compute_seconds=decided.grader_compute_seconds)
         token, hashed = new_token()
         episode_id = f"ep-{secrets.token_hex(6)}"
         self.ledger.create_episode(episode_id, task, hashed, budgets,
                                    workspace=str(workspace.resolve()), task_digest=digest)
+        remember_prepared(episode_id, prepared)
+        if spec is not None:
+            self.ledger.log_event(episode_id, "episode_spec", spec=spec.model_dump(mode="json"))
         self.lineage.record_initial(episode_id, workspace.resolve())
         return EpisodeGrant(episode=episode_id, token=token)
 

@@ -6,7 +6,9 @@ evaluation pipeline (:mod:`vtbench.evaluation`). Messages meant for the agent lo
 store's paths here, which name the host's private store.
 """
 
+import logging
 import re
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -20,16 +22,42 @@ from vtbench.grader.ledger import Episode
 if TYPE_CHECKING:
     from vtbench.prepare import PreparedTask
 
+log = logging.getLogger("vtbench.grader")
+
 PRISTINE = "pristine"
 """The harness hash of a validation that ran the task's own harness."""
 
 
-def prepared_for(episode: Episode) -> "PreparedTask":
-    """The episode's task as prepared, resolved once per request from the id and digest
-    the ledger keeps (refused when the task was prepared again since)."""
-    from vtbench.prepare import prepared_by_id
+_resolved: dict[str, "PreparedTask"] = {}
+_resolving = threading.Lock()
 
-    return prepared_by_id(episode.task, episode.task_digest)
+
+def remember_prepared(episode_id: str, prepared: "PreparedTask") -> None:
+    """Hold the task an episode was registered with (resolved once, at registration)."""
+    with _resolving:
+        _resolved[episode_id] = prepared
+    log.info("episode %s: task %s resolved", episode_id, prepared.id)
+
+
+def prepared_for(episode: Episode) -> "PreparedTask":
+    """The episode's task as prepared: resolved once per episode (per grader process) from
+    the id and digest the ledger keeps, then held; every later request only checks that
+    the task was not prepared again since (one small file read), and is refused if it was."""
+    from vtbench.errors import NotPrepared
+    from vtbench.prepare import prepared_by_id
+    from vtbench.prepare.digest import recorded_digest
+
+    with _resolving:
+        prepared = _resolved.get(episode.id)
+        if prepared is None:
+            prepared = prepared_by_id(episode.task, episode.task_digest)
+            _resolved[episode.id] = prepared
+            log.info("episode %s: task %s resolved", episode.id, episode.task)  # a restart
+            return prepared
+    if recorded_digest(prepared.task) != prepared.digest:
+        raise NotPrepared(f"task {episode.task!r} was prepared again since this episode "
+                          "started", hint="start a new episode")
+    return prepared
 
 
 def cache_key(episode_id: str, task: Any, split: str, model_hash: str,
