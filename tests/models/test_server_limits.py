@@ -1,11 +1,18 @@
 """Every size and number a request carries is bounded before work starts: no request a
 harness can send makes the model server die (its death would fail the validation)."""
 
+import json
+import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.evaluation.conftest import tiny_model, write_harness  # noqa: F401
+from tests.grader.conftest import GraderProcess, grader, small_task, workspace  # noqa: F401
+from vtbench.grader import Ledger
 from vtbench.models import wire
 from vtbench.models.serving import ModelServer, serve_model
 from vtbench.models.tiny import new_tiny_model, save_checkpoint
@@ -69,3 +76,52 @@ def test_every_64_bit_seed_samples_and_repeats(http: httpx.Client, seed: int) ->
     assert first.status_code == 200, first.text
     again = http.post("/v1/completions", json=body).json()
     assert again["choices"][0]["text"] == first.json()["choices"][0]["text"]
+
+
+OVERSIZED_REQUESTS = """
+import urllib.error, urllib.request
+def status(body):
+    request = urllib.request.Request(args.base_url + '/completions',
+                                     data=json.dumps(body).encode(),
+                                     headers={'content-type': 'application/json'})
+    try:
+        return urllib.request.urlopen(request, timeout=120).status
+    except urllib.error.HTTPError as err:
+        return err.code
+    except urllib.error.URLError:
+        return 'cut'
+codes = [status({'prompt': 'a ' * 15_000_000, 'max_tokens': 1}),
+         status({'prompt': 'x', 'seed': 2**70}),
+         status({'prompt': 'x', 'max_tokens': 1})]
+answer([json.dumps(codes)] * len(instances))
+"""
+
+
+@pytest.mark.slow  # two episodes' validations on one real grader
+def test_a_harness_sending_oversized_requests_harms_no_episode_sharing_the_grader(
+    grader: GraderProcess, small_task: Path, workspace: Path,  # noqa: F811
+    tmp_path: Path
+) -> None:
+    honest = tmp_path / "honest-workspace"
+    shutil.copytree(workspace, honest)
+    write_harness(workspace / "harness", OVERSIZED_REQUESTS)
+    grader.start()
+    attacking = grader.client(grader.create_episode(small_task, workspace, validations=5))
+    scoring = grader.client(grader.create_episode(small_task, honest, validations=5))
+    with ThreadPoolExecutor(2) as pool:
+        attacked = pool.submit(attacking.post, "/v1/validations",
+                               json={"model": "models/good", "harness": "harness"})
+        scored = pool.submit(scoring.post, "/v1/validations", json={"model": "models/good"})
+        attack, score = attacked.result().json(), scored.result().json()
+    assert (attack["state"], attack["settlement"]) == ("completed", "charged"), attack["error"]
+    oversized, overflowing, after = json.loads(attack["instances"][0]["output"])
+    assert oversized in (413, "cut") and (overflowing, after) == (400, 200)  # the server lived
+    assert (score["state"], score["settlement"]) == ("completed", "charged"), score
+    assert score["harness"] == "pristine" and score["score"] is not None
+    for agent in (attacking, scoring):
+        status = agent.get("/v1/status").json()
+        assert status["validations_left"] == 4
+        assert [e for e in Ledger().events(status["episode"])
+                if e["kind"] == "failure_cause"] == []
+    other = scoring.get("/v1/status").json()["episode"]
+    assert [v.id for v in Ledger().validations(other)] == [score["id"]]
