@@ -8,6 +8,9 @@ import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.grader.conftest import GraderProcess, episode_body
 from tests.grader.test_service_integrity import commits, stored_trees, variant, with_snapshots
@@ -114,3 +117,48 @@ def test_snapshots_count_against_the_store_quota_and_many_files_are_packed(
     loose = [p for p in (git_dir / "objects").glob("??/*")]
     assert len(loose) < 64 and list((git_dir / "objects" / "pack").glob("*.pack"))
     assert commits(git_dir) == 1
+
+
+def grow_for_free(grader: GraderProcess, token: str, workspace: Path) -> list[dict[str, Any]]:
+    """A snapshot past the store quota, one charged validation, then cached repeats that
+    each bring new text: what the attacked episode's agent sends."""
+    answers = []
+    with grader.client(token) as agent:
+        write_text(workspace / "data" / "big.txt", 24, seed=1)
+        answers.append(agent.post("/v1/validations", json={"model": "models/good"}).json())
+        (workspace / "data" / "big.txt").unlink()
+        answers.append(agent.post("/v1/validations", json={"model": "models/good"}).json())
+        for index in range(2):
+            write_text(workspace / "data" / f"new-{index}.txt", 2, seed=index)
+            answers.append(agent.post("/v1/validations", json={"model": "models/good"}).json())
+    return answers
+
+
+@pytest.mark.slow  # two episodes' validations and snapshots on one real grader
+def test_snapshots_growing_in_one_episode_leave_another_sharing_the_grader_untouched(
+    grader: GraderProcess, small_task: Path, workspace: Path, tmp_path: Path
+) -> None:
+    honest = tmp_path / "honest" / "workspace"
+    shutil.copytree(workspace, honest)
+    attacked_git, honest_git = with_snapshots(workspace), with_snapshots(honest)
+    grader.start()
+    model = sum(f.stat().st_size for f in (workspace / "models" / "good").iterdir())
+    body = episode_body(small_task, workspace, validations=1, compute_seconds=600,
+                        store_bytes=model + (8 << 20))
+    attacker = grader.operator_client().post("/v1/operator/episodes", json=body).json()
+    scoring = grader.client(grader.create_episode(small_task, honest, validations=5))
+    with ThreadPoolExecutor(2) as pool:
+        attacked = pool.submit(grow_for_free, grader, attacker["token"], workspace)
+        scored = pool.submit(scoring.post, "/v1/validations", json={"model": "models/good"})
+        (quota, charged, *repeats), score = attacked.result(), scored.result().json()
+    assert "store quota" in quota["error"] and "\n" not in quota["error"], quota
+    assert (charged["state"], charged["credit"]) == ("completed", 1), charged
+    assert all(r["cached"] and r["credit"] == 0 for r in repeats), repeats
+    assert commits(attacked_git) == 1
+    assert (score["state"], score["settlement"], score["credit"]) == ("completed", "charged", 1)
+    status = scoring.get("/v1/status").json()
+    assert status["validations_left"] == 4 and commits(honest_git) == 1
+    (validation,) = Ledger().validations(status["episode"])
+    head = subprocess.run(["git", "--git-dir", str(honest_git), "rev-parse", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert validation.inputs["snapshot"] == head
