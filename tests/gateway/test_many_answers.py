@@ -98,3 +98,34 @@ def test_a_count_of_answers_that_is_not_a_count_is_refused_naming_it(
     name = "n" if api == "chat" else "generationConfig.candidateCount"
     assert refused.json()["error"]["message"].startswith(f"{name} must be a count of answers")
     assert scripted_upstream.requests == []
+
+
+@pytest.mark.slow  # two episodes' gateways on one usage ledger, eight streams held open
+def test_many_answers_in_one_episode_leave_another_metered_on_the_same_ledger_untouched(
+    scripted_upstream: ScriptedUpstream, start_gateway: Any
+) -> None:
+    """A gateway serves one episode; episodes share the usage ledger. While one episode's
+    requests for many answers are in flight, another's ordinary request is answered and
+    metered as its own, and nothing of the first reaches its totals or its trajectory."""
+    scripted_upstream.play(say("answers", input_tokens=30, output_tokens=ANSWERS * LIMIT,
+                               pause=True))
+    attacked = start_gateway("ep-attacked", budget=Budget(max_tokens=20_000))
+    with ScriptedUpstream() as other:
+        other.play(say("hello", input_tokens=12, output_tokens=5))
+        honest = start_gateway("ep-honest", budget=Budget(max_tokens=20_000),
+                               config=gateway_config(other))
+        assert honest.episode.usage_db == attacked.episode.usage_db
+        with ThreadPoolExecutor(1) as pool:
+            attack = pool.submit(send_together, attacked, scripted_upstream, "chat")
+            deadline = time.monotonic() + 20
+            while not scripted_upstream.requests and time.monotonic() < deadline:
+                time.sleep(0.02)
+            answer = send(honest.client, "chat", False, max_tokens=LIMIT)
+            responses = attack.result()
+    assert answer.status_code == 200, answer.text
+    assert sum(r.status_code == 200 for r in responses) == 1
+    assert attacked.totals().tokens == 30 + ANSWERS * LIMIT <= 20_000
+    totals = honest.totals()
+    assert (totals.input_tokens, totals.output_tokens, totals.exchanges) == (12, 5, 1)
+    assert (totals.refused, totals.interrupted, totals.unsettled_tokens) == (0, 0, 0)
+    assert len(honest.trajectory()) == 1
