@@ -150,3 +150,36 @@ def test_routes_off_the_allow_list_are_refused_in_the_providers_shape_saying_why
     assert f"does not serve {method} {path}" in message and "metered" in message
     assert scripted_upstream.requests == []
 
+
+
+@pytest.mark.slow  # two episodes' gateways on one usage ledger, thirty refusals among them
+def test_background_work_refused_in_one_episode_leaves_another_on_the_same_ledger_metered(
+    queuing_upstream: QueuingUpstream, scripted_upstream: ScriptedUpstream, start_gateway: Any
+) -> None:
+    """A gateway serves one episode; episodes share the usage ledger. One episode's
+    background responses are refused while another's ordinary responses, sent at the same
+    time, settle with the usage their provider reported and nothing of the first."""
+    attacked = start_gateway("ep-attacked", budget=Budget(max_tokens=20_000),
+                             config=gateway_config(queuing_upstream))
+    scripted_upstream.play(say("hi", input_tokens=40, output_tokens=9))
+    honest = start_gateway("ep-honest", budget=Budget(max_tokens=20_000))
+    assert honest.episode.usage_db == attacked.episode.usage_db
+
+    def background(index: int) -> Any:
+        return send(attacked.client, "responses", bool(index % 2), background=True,
+                    max_output_tokens=4000)
+
+    with ThreadPoolExecutor(10) as pool:
+        refusals = pool.map(background, range(30))
+        answers = pool.map(lambda stream: send(honest.client, "responses", stream,
+                                               max_output_tokens=1000), [False, True] * 2)
+        refused, answered = list(refusals), list(answers)
+    assert all(r.status_code == 400 and "metered" in r.text for r in refused)
+    assert queuing_upstream.requests == []
+    assert (attacked.totals().refused, attacked.totals().tokens) == (30, 0)
+    assert all(a.status_code == 200 for a in answered), [a.text for a in answered]
+    totals = honest.totals()
+    assert (totals.tokens, totals.exchanges, totals.refused) == (4 * 49, 4, 0)
+    assert totals.unsettled_tokens == 0
+    lines = honest.trajectory()
+    assert len(lines) == 4 and all(line.usage_reported for line in lines)
