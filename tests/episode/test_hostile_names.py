@@ -133,3 +133,34 @@ def test_the_report_and_the_inspect_export_show_hostile_names_as_data(
     sample = resolve_sample_attachments(read_eval_log(str(log)).samples[0])  # type: ignore[index]
     assert sample.scores["test_gain"].answer == ISSUE
     assert {event.data["candidate"] for event in sample.events} >= {ISSUE, MIXED, LONG}
+
+
+HONEST = "vtbench validate --model models/initial && vtbench submit --model models/initial"
+
+
+@pytest.mark.slow  # two real episodes at once on the module's grader
+def test_hostile_names_in_one_episode_leave_another_sharing_the_grader_scored(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    runs = {}
+    for name, agent in (("hostile", AGENT), ("honest", HONEST)):
+        out = tmp_path / name
+        out.mkdir()
+        runs[name] = (out, subprocess.Popen(
+            [sys.executable, "-m", "vtbench", "run", "--task", str(prepared_arith),
+             "--agent", f"command:{agent}", "--out", str(out), "--budget-minutes", "4"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=out))
+    records = {}
+    for name, (out, process) in runs.items():
+        printed = process.communicate(timeout=600)[0].decode("utf-8", "backslashreplace")
+        assert process.returncode == 0, printed[-3000:]
+        assert inert(printed), printed[-3000:]
+        folder = next(p for p in out.iterdir() if p.is_dir())
+        records[name] = EpisodeRecord.model_validate_json((folder / "episode.json").read_text())
+    hostile, honest = records["hostile"], records["honest"]
+    assert hostile.status == "finished" and hostile.final_test is not None
+    assert hostile.submission is not None and hostile.submission.candidate == ISSUE
+    assert honest.status == "finished" and honest.submitted and honest.final_test is not None
+    (validation,) = honest.validations
+    assert validation.candidate == "models/initial" and validation.score is not None
+    assert honest.spent.validations == 1
+    assert {c.name for c in honest.candidates} <= {"models/initial"}
