@@ -4,14 +4,18 @@ import json
 import os
 import shutil
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.grader.conftest import GraderProcess
 from vtbench import layout
+from vtbench.grader import Ledger
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -84,3 +88,46 @@ def test_a_path_that_is_not_utf8_is_refused_in_one_line_and_never_ledgered(
     answer = agent.post("/v1/merges", content=merge, headers=headers)
     assert 400 <= answer.status_code < 500 and "refused" in answer.json()["error"], answer.text
     assert ledger_counts() == before
+
+
+HOSTILE_NAMES = ["models/rt/[/]", "models/[bold]b[/bold] \x1b[31mred %s%d {} {0}\nforged line"]
+
+
+def validate_hostile_names(grader: GraderProcess, token: str) -> list[httpx.Response]:
+    """What the attacked episode's agent sends: a name that is not UTF-8, then names made
+    to hurt whoever prints them."""
+    with grader.client(token) as agent:
+        body = json.dumps({"model": os.fsdecode(b"models/\xff\xfe")}).encode()
+        answers = [agent.post("/v1/validations", content=body,
+                              headers={"Content-Type": "application/json"})]
+        answers += [agent.post("/v1/validations", json={"model": name})
+                    for name in HOSTILE_NAMES]
+    return answers
+
+
+@pytest.mark.slow  # three validations of two episodes on one real grader
+def test_hostile_names_in_one_episode_leave_another_sharing_the_grader_scored(
+    grader: GraderProcess, small_task: Path, workspace: Path, tmp_path: Path
+) -> None:
+    honest = tmp_path / "honest-workspace"
+    shutil.copytree(workspace, honest)
+    for index, name in enumerate([os.fsdecode(b"models/\xff\xfe"), *HOSTILE_NAMES]):
+        shutil.copytree(workspace / "models" / "good", workspace / name)
+        (workspace / name / "notes.json").write_text(json.dumps({"variant": index}))
+    grader.start()
+    token = grader.create_episode(small_task, workspace, validations=5)
+    scoring = grader.client(grader.create_episode(small_task, honest, validations=5))
+    with ThreadPoolExecutor(2) as pool:
+        attacked = pool.submit(validate_hostile_names, grader, token)
+        scored = pool.submit(scoring.post, "/v1/validations", json={"model": "models/good"})
+        (refused, *named), score = attacked.result(), scored.result().json()
+    assert refused.status_code == 422 and "\n" not in refused.json()["error"], refused.text
+    for answer, name in zip(named, HOSTILE_NAMES, strict=True):
+        assert answer.status_code == 200 and answer.json()["state"] == "completed", answer.text
+        assert Ledger().validation(answer.json()["id"]).inputs["candidate"] == name
+    assert grader.client(token).get("/v1/status").json()["validations_left"] == 3
+    assert (score["state"], score["settlement"]) == ("completed", "charged"), score
+    status = scoring.get("/v1/status").json()
+    assert status["validations_left"] == 4
+    (validation,) = Ledger().validations(status["episode"])
+    assert validation.id == score["id"]
