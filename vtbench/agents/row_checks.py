@@ -112,8 +112,7 @@ class Extract:
                 return None
         if not isinstance(found, dict) or not all(isinstance(k, str) for k in found):
             return None
-        return {key: int(value) if isinstance(value, str) and value.isdigit() else value
-                for key, value in found.items()}
+        return {key: number_or_same(value) for key, value in found.items()}
 
     def consistent(self, rows: Sequence[Pair]) -> list[bool]:
         parsed = [(one_input(prompt, self.FORMATS) or "", self.label(completion) or {})
@@ -142,6 +141,13 @@ class Extract:
             return False
         return all(field in label or not any(appears(word, text) for word in words)
                    for field, words in vocabulary.items())
+
+
+def number_or_same(value: object) -> object:
+    """A number written as a string (``"41"``) as the number; any other value as it is."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    return value
 
 
 def appears(words: str, text: str) -> bool:
