@@ -117,6 +117,16 @@ def test_each_check_rewrites_into_the_prompt_its_task_harness_uses(task: str) ->
     assert check is not None and settings[-1]["prompt"] == check.prompt
 
 
+def test_checking_dsl_rows_writes_nothing_into_the_harness(tmp_path: Path) -> None:
+    harness = shutil.copytree(layout.BUILTIN_TASKS / "dsl" / "public" / "harness",
+                              tmp_path / "harness")
+    before = sorted(p.relative_to(harness) for p in harness.rglob("*"))
+    check = row_check("dsl", tmp_path)
+    assert check is not None
+    assert check.consistent([("in: ab out: ABkqvz\nprogram:", " upper | append kqvz")]) == [True]
+    assert sorted(p.relative_to(harness) for p in harness.rglob("*")) == before
+
+
 def test_a_task_without_a_check_gets_none_and_so_only_generic_filtering(
         tmp_path: Path) -> None:
     assert row_check("humaneval", tmp_path) is None
