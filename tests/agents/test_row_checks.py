@@ -6,6 +6,7 @@ nearly every correct one."""
 
 import json
 import shutil
+import sys
 import tomllib
 from pathlib import Path
 
@@ -117,7 +118,9 @@ def test_each_check_rewrites_into_the_prompt_its_task_harness_uses(task: str) ->
     assert check is not None and settings[-1]["prompt"] == check.prompt
 
 
-def test_checking_dsl_rows_writes_nothing_into_the_harness(tmp_path: Path) -> None:
+def test_checking_dsl_rows_writes_nothing_into_the_harness(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as in a sandbox's Python
     harness = shutil.copytree(layout.BUILTIN_TASKS / "dsl" / "public" / "harness",
                               tmp_path / "harness")
     before = sorted(p.relative_to(harness) for p in harness.rglob("*"))
