@@ -18,6 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "errors",
         "boundedjson",
+        "printable",
         "layout",
         "gpus",
         "processes",

@@ -5,6 +5,7 @@ import pytest
 from tests.conftest import run_cli
 from vtbench.errors import SpecError
 from vtbench.spec import load_spec
+from vtbench.tasks import load_task
 
 
 def test_minimal_task_spec_loads(minimal_task: Path) -> None:
@@ -67,3 +68,13 @@ def test_unknown_task_id_is_one_line_naming_the_known_ones() -> None:
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0
     assert "unknown task 'no-such-task'" in result.stderr
+
+
+def test_a_malformed_method_settings_table_is_one_line_naming_it(minimal_task: Path) -> None:
+    table = minimal_task / "public" / "trainer.method.toml"
+    table.write_text('["config.toml"]\nlr = 3\n')
+    with pytest.raises(SpecError) as err:
+        load_spec(minimal_task / "task.toml")
+    assert str(err.value).startswith(f"{table}: config.toml.lr: Input should be a valid string")
+    table.write_text('["config.toml"]\n"lora.enabled" = "which weights train"\n')
+    assert load_task(minimal_task).method_settings == {"config.toml": ["lora.enabled"]}

@@ -1,4 +1,5 @@
-"""Snapshots record the bytes of every file of D/T/H, whatever the agent made of them."""
+"""Snapshots record the bytes of every file outside models/, whatever the agent made of them,
+and a snapshot past its allowance leaves nothing behind."""
 
 import os
 import subprocess
@@ -9,7 +10,7 @@ import pytest
 from vtbench.analysis.changes import classify
 from vtbench.analysis.gitstore import SnapshotStore
 from vtbench.errors import AnalysisError, SnapshotRefused
-from vtbench.workspace import MAX_DEPTH, git, snapshot
+from vtbench.workspace import MAX_DEPTH, git, history_bytes, snapshot
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@sandbox",
            "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@sandbox"}
@@ -145,3 +146,26 @@ def test_files_that_come_and_go_during_snapshots_never_fail_them_silently(
         stop.set()
         thread.join()
     assert len(outcomes) == 30
+
+
+def test_a_snapshot_holds_every_file_outside_models_and_none_inside(workspace: Path) -> None:
+    for name in ("alt_trainer/train.py", "alt_data/rows.jsonl", "notes.txt",
+                 "models/a/model.safetensors"):
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(name)
+    commit = take(workspace)
+    listed = git(workspace.parent / "snapshots.git", workspace, "ls-tree", "-r",
+                 "--name-only", commit).splitlines()
+    assert {"alt_trainer/train.py", "alt_data/rows.jsonl", "notes.txt"} <= set(listed)
+    assert not [name for name in listed if name.startswith("models")]
+
+
+def test_a_snapshot_past_its_allowance_is_refused_and_leaves_nothing(workspace: Path) -> None:
+    git_dir = workspace.parent / "snapshots.git"
+    before, head = history_bytes(git_dir), git(git_dir, workspace, "rev-parse", "HEAD")
+    for number in range(200):
+        (workspace / "data" / f"{number}.txt").write_text(str(number))
+    with pytest.raises(SnapshotRefused, match="store quota"):
+        snapshot(git_dir, workspace, "validate models/a", allowance=100 * 4096)
+    assert history_bytes(git_dir) == before
+    assert git(git_dir, workspace, "rev-parse", "HEAD") == head

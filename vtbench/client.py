@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from vtbench.errors import GraderError, GraderUnavailable, VtbenchError
+from vtbench.errors import CandidateRefused, GraderError, GraderUnavailable, VtbenchError
 from vtbench.grader.api import (
     CandidateView,
     EpisodeGrant,
@@ -42,6 +42,19 @@ def seconds_left() -> float | None:
     return max(0.0, float(deadline) - time.time()) if deadline else None
 
 
+def refuse_non_utf8(body: dict[str, Any]) -> None:
+    """A path whose file name is not UTF-8 (its bytes stand in the string as surrogates)
+    is refused here in one line: the grader takes UTF-8 only, and JSON cannot carry it."""
+    for value in body.values():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode()
+                except UnicodeEncodeError:
+                    raise CandidateRefused(f"candidate refused: {text}: not valid UTF-8",
+                                           hint="rename it with UTF-8 characters only") from None
+
+
 class GraderClient:
     def __init__(self, socket: Path, token: str, timeout: float = 3600.0) -> None:
         self.socket, self.token, self.timeout = socket, token, timeout
@@ -55,6 +68,7 @@ class GraderClient:
         return cls(Path(socket), token)
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        refuse_non_utf8(body or {})
         transport = httpx.HTTPTransport(uds=str(self.socket))
         headers = {"Authorization": f"Bearer {self.token}"}
         try:

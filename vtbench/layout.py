@@ -7,6 +7,7 @@ systems; it is never inside the repository or a workspace.
 """
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +68,13 @@ def operator_packages() -> Path:
     return path.expanduser().resolve()
 
 
+def bundled_tools() -> Path:
+    """Where ``scripts/setup --offline`` puts the sandbox's host programs (bwrap, socat and
+    their libraries) from an offline bundle: inside the environment it installed into, so
+    they come and go with it (``vtbench.sandbox._tools``; ``$VTBENCH_TOOLS_DIR`` overrides)."""
+    return Path(sys.prefix) / "vtbench-tools"
+
+
 RECORD_FILE = "episode.json"
 SNAPSHOTS_DIR = "snapshots.git"
 
@@ -92,6 +100,12 @@ class EpisodePaths:
     def snapshots(self) -> Path:
         """The git directory of the workspace's snapshots, beside the workspace."""
         return self.folder / SNAPSHOTS_DIR
+
+    @property
+    def processes(self) -> Path:
+        """What the runner saw of the sandbox's training processes (a list of
+        :class:`vtbench.grader.api.ProcessSeen` as JSON); the grader's lineage reads it."""
+        return self.folder / "processes.json"
 
     @property
     def record(self) -> Path:

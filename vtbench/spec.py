@@ -15,6 +15,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -23,6 +24,11 @@ from pydantic import (
 
 from vtbench.errors import SpecError
 
+METHOD_SUFFIX = ".method.toml"
+"""A trainer source folder ``S`` may have its method settings table beside it, ``S.method.toml``
+(:func:`method_settings`)."""
+METHOD_TABLE = TypeAdapter(dict[str, dict[str, str]])
+"""A method settings table: ``{"config.toml": {"lora.enabled": "which weights train"}}``."""
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w./-]+)?")
 """``org/name`` as the Hugging Face hub spells it, with an optional ``@revision``."""
 BaseKind = Literal["tiny", "smol", "path", "hub"]
@@ -231,3 +237,36 @@ def _check_files_exist(spec: TaskSpec, root: Path) -> None:
     for field, rel in files.items():
         if not (root / rel).exists():
             raise SpecError(f"{root / 'task.toml'}: {field}: {rel} does not exist")
+    method_settings(root, spec.components.trainer.sources)  # a malformed table fails here
+
+
+def method_settings(root: Path, sources: list[str]) -> dict[str, list[str]] | None:
+    """Which settings of a trainer choose its training method rather than tune it: config
+    file (its path inside ``trainer/``) -> the dotted keys whose change is an ``algorithm``
+    change (any other setting of that file is ``hyperparameters``). Read from the table
+    ``<source>.method.toml`` beside each trainer source folder, a later source's tables
+    replacing an earlier one's, as its files do; None when no source has one. A table
+    beside its source, not inside it, is never copied into a workspace, so an agent cannot
+    relabel its own changes. One SpecError line when a table is malformed."""
+    found: dict[str, list[str]] | None = None
+    for source in sources:
+        path = root / (source.rstrip("/") + METHOD_SUFFIX)
+        if path.is_file():
+            found = {**(found or {}), **_method_table(path)}
+    return found
+
+
+def _method_table(path: Path) -> dict[str, list[str]]:
+    try:
+        raw = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise SpecError(f"{path}: cannot be read as TOML: {err}") from None
+    try:
+        table = METHOD_TABLE.validate_python(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise SpecError(f"{path}: {where}: {first['msg']}",
+                        hint='a table per config file, e.g. ["config.toml"], of '
+                             '"dotted.key" = "what it chooses"') from None
+    return {file: sorted(keys) for file, keys in table.items()}

@@ -6,14 +6,23 @@ Layout (DESIGN.md)::
 
 Snapshots live in a git directory *beside* the workspace (``snapshots.git``), never inside
 it, so nothing the agent does in the sandbox can rewrite its own history. A snapshot
-commits the bytes of every file in ``TASK.md``, ``data/``, ``trainer/`` and ``harness/``
-(nested ``.git`` folders included, no git attributes applied: see :class:`TreeWriter`);
-models are not versioned (candidates are hashed by the
-grader's intake instead). Trusted code takes the snapshots (at creation, at every
-validation and at the submission).
+commits the bytes of every file of the workspace outside ``models/``: ``TASK.md``,
+``data/``, ``trainer/``, ``harness/`` and whatever else the agent wrote there (an
+``alt_trainer/``, an ``alt_data/``), nested ``.git`` folders included, no git attributes
+applied (see :class:`TreeWriter`); models are not versioned (candidates are hashed by the
+grader's intake instead). Trusted code takes the snapshots (at creation, and when a
+validation, the submission or a candidate's lineage needs one).
+
+The history is bounded and kept small: a snapshot may add at most the bytes its caller
+allows (the grader passes what is left of the episode's store quota, and each new object
+costs at least a disk block, so many tiny files are counted too); a snapshot past it is
+refused whole, its new objects removed. Identical files are stored once (objects are
+named by their content), and the objects of a snapshot that wrote many are packed into
+one pack file (:func:`pack`).
 """
 
 import hashlib
+import logging
 import os
 import shutil
 import stat
@@ -24,10 +33,18 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from vtbench.errors import SnapshotRefused
-from vtbench.tasks.materialize import COMPONENTS, materialize
+from vtbench.tasks.materialize import materialize
 from vtbench.tasks.registry import Task
 
-SNAPSHOT_PATHS = ("TASK.md", *COMPONENTS)
+log = logging.getLogger("vtbench.workspace")
+UNTRACKED = ("models",)
+"""Workspace entries a snapshot leaves out: candidates are hashed by the grader's intake."""
+BLOCK = 4096
+"""What one stored file costs at least on disk (a block, and an inode)."""
+PACK_AFTER = 64
+"""A snapshot that wrote more new objects than this packs them into one file."""
+MAX_PACKS = 32
+"""More packs than this are packed again into one."""
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "vtbench", "GIT_AUTHOR_EMAIL": "vtbench@localhost",
                 "GIT_COMMITTER_NAME": "vtbench", "GIT_COMMITTER_EMAIL": "vtbench@localhost"}
 
@@ -39,20 +56,78 @@ def git(git_dir: Path, workspace: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def snapshot(git_dir: Path, workspace: Path, message: str) -> str:
-    """Commit the current D/T/H (an empty commit if nothing changed); returns the commit.
+def snapshot(git_dir: Path, workspace: Path, message: str,
+             allowance: int | None = None) -> str:
+    """Commit the workspace outside ``models/`` (an empty commit if nothing changed);
+    returns the commit. ``allowance``: bytes the new objects may take on disk (None: no
+    bound); past it the snapshot is refused and leaves nothing behind.
 
     Moving the branch checks its old value, so of two snapshots racing, one fails rather
     than dropping the other from the history."""
-    tree = TreeWriter(git_dir).root(workspace, SNAPSHOT_PATHS)
+    writer = TreeWriter(git_dir, allowance)
     try:
-        head = git(git_dir, workspace, "rev-parse", "--verify", "--quiet", "HEAD")
-    except subprocess.CalledProcessError:
-        head = ""
+        tree = writer.root(workspace, leave_out=UNTRACKED)
+    except BaseException:
+        writer.discard()
+        raise
+    head = head_commit(git_dir, workspace)
     parents = ["-p", head] if head else []
     commit = git(git_dir, workspace, "commit-tree", tree, *parents, "-m", message)
     git(git_dir, workspace, "update-ref", "HEAD", commit, head)
+    if len(writer.written) > PACK_AFTER:
+        try:
+            pack(git_dir, workspace)
+        except subprocess.CalledProcessError as error:  # the snapshot stands, loose
+            log.warning("packing %s failed: %s", git_dir, (error.stderr or "").strip()[-300:])
     return commit
+
+
+def head_commit(git_dir: Path, workspace: Path) -> str:
+    """The latest snapshot ("" before the first)."""
+    try:
+        return git(git_dir, workspace, "rev-parse", "--verify", "--quiet", "HEAD")
+    except subprocess.CalledProcessError:
+        return ""
+
+
+def pack(git_dir: Path, workspace: Path) -> None:
+    """Move the loose objects the history reaches into a pack (one file, one index), and
+    everything into one pack once there are more than :data:`MAX_PACKS`."""
+    packs = len(list((git_dir / "objects" / "pack").glob("*.pack")))
+    whole = ["-a"] if packs >= MAX_PACKS else []
+    git(git_dir, workspace, "-c", "repack.writeBitmaps=false", "-c", "gc.auto=0",
+        "repack", "-d", "-q", *whole)
+
+
+def history_bytes(git_dir: Path) -> int:
+    """What the snapshot history takes on disk (every file, by :func:`disk_bytes`)."""
+    total = 0
+    for folder, _, files in os.walk(git_dir):
+        for name in files:
+            try:
+                total += disk_bytes(os.lstat(os.path.join(folder, name)))
+            except FileNotFoundError:
+                continue
+    return total
+
+
+def disk_bytes(info: os.stat_result) -> int:
+    """A file's cost on disk: its allocated blocks, and at least a block per started
+    :data:`BLOCK` of its size."""
+    return max(info.st_blocks * 512, -(-info.st_size // BLOCK) * BLOCK)
+
+
+def packed_objects(git_dir: Path) -> set[str]:
+    """Names of the objects in the history's packs (read from their version-2 indexes)."""
+    found: set[str] = set()
+    for index in (git_dir / "objects" / "pack").glob("*.idx"):
+        data = index.read_bytes()
+        if data[:8] != b"\377tOc\0\0\0\2":
+            continue
+        count = int.from_bytes(data[8 + 255 * 4:8 + 256 * 4], "big")
+        names = data[8 + 256 * 4:8 + 256 * 4 + 20 * count]
+        found.update(names[i:i + 20].hex() for i in range(0, len(names), 20))
+    return found
 
 
 def task_markdown(task: Task) -> str:
@@ -126,19 +201,36 @@ class TreeWriter:
     following symlinks, so swapping a folder for a symlink mid-walk cannot pull host files
     into a snapshot. Folders nested deeper than :data:`MAX_DEPTH` are refused with
     :class:`~vtbench.errors.SnapshotRefused`: the one thing a snapshot cannot record.
+
+    An object already in the history (loose or packed) is not written again. New objects
+    are counted by :func:`disk_bytes` as they are written; past ``allowance`` the walk
+    stops with :class:`~vtbench.errors.SnapshotRefused`, and :meth:`discard` removes what
+    it wrote.
     """
 
-    def __init__(self, git_dir: Path) -> None:
+    def __init__(self, git_dir: Path, allowance: int | None = None) -> None:
         self.objects = git_dir / "objects"
+        self.allowance = allowance
+        self.known = packed_objects(git_dir)
+        self.added = 0
+        """Bytes the new objects take on disk."""
+        self.written: list[Path] = []
+        """The new objects, in the order they were written."""
 
-    def root(self, folder: Path, names: tuple[str, ...]) -> str:
-        """The tree of ``names`` (files or folders) in ``folder``; missing names are left out."""
+    def root(self, folder: Path, leave_out: tuple[str, ...] = ()) -> str:
+        """The tree of everything in ``folder`` but the names in ``leave_out``."""
         fd = os.open(folder, _OPEN_FOLDER)
         try:
-            return self._tree(fd, [n for n in names if exists_at(fd, n)], depth=0) or self._put(
-                "tree", b"")
+            names = [n for n in os.listdir(fd) if n not in leave_out]
+            return self._tree(fd, names, depth=0) or self._put("tree", b"")
         finally:
             os.close(fd)
+
+    def discard(self) -> None:
+        """Remove the objects this writer added (a refused snapshot leaves nothing)."""
+        for path in self.written:
+            path.unlink(missing_ok=True)
+        self.written, self.added = [], 0
 
     def _tree(self, fd: int, names: list[str], depth: int) -> str | None:
         """The tree of ``names`` in the open folder ``fd``, or None when nothing is in it."""
@@ -192,9 +284,12 @@ class TreeWriter:
     def _put(self, kind: str, body: bytes) -> str:
         raw = f"{kind} {len(body)}".encode() + b"\0" + body
         oid = hashlib.sha1(raw).hexdigest()
-        if not self._path(oid).exists():
+        if not self._has(oid):
             self._store(oid, [raw])
         return oid
+
+    def _has(self, oid: str) -> bool:
+        return oid in self.known or self._path(oid).exists()
 
     def _put_file(self, fd: int, size: int) -> str:
         """A blob of the file's first ``size`` bytes, read once to hash and, when the object
@@ -204,7 +299,7 @@ class TreeWriter:
         for chunk in _chunks(fd, size):
             digest.update(chunk)
         oid = digest.hexdigest()
-        if not self._path(oid).exists():
+        if not self._has(oid):
             os.lseek(fd, 0, os.SEEK_SET)
             self._store(oid, [header, *_chunks(fd, size)])
         return oid
@@ -215,11 +310,28 @@ class TreeWriter:
         squeeze = zlib.compressobj()
         with tempfile.NamedTemporaryFile(dir=target.parent, prefix="tmp_obj_",
                                          delete=False) as out:
-            for part in parts:
-                out.write(squeeze.compress(part))
-            out.write(squeeze.flush())
+            try:
+                size = 0
+                for chunk in _squeezed(squeeze, parts):
+                    out.write(chunk)
+                    size += len(chunk)
+                    self._charge(size)
+            except BaseException:
+                os.unlink(out.name)
+                raise
         os.chmod(out.name, 0o444)
         os.replace(out.name, target)
+        self.written.append(target)
+        self.added += disk_bytes(os.stat(target))
+
+    def _charge(self, writing: int) -> None:
+        """Refuse once the new objects with the one being written (``writing`` bytes so
+        far) would take more than the allowance."""
+        if self.allowance is not None and self.added + max(writing, BLOCK) > self.allowance:
+            raise SnapshotRefused(
+                f"the snapshot needs more than the {self.allowance} bytes left of the "
+                "episode's store quota", hint="delete files outside models/ that you no longer "
+                "need (every file there is snapshotted), or submit")
 
     def _path(self, oid: str) -> Path:
         return self.objects / oid[:2] / oid[2:]
@@ -232,6 +344,12 @@ def exists_at(dir_fd: int, name: str) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def _squeezed(squeeze: "zlib._Compress", parts: Iterable[bytes]) -> Iterator[bytes]:
+    for part in parts:
+        yield squeeze.compress(part)
+    yield squeeze.flush()
 
 
 def _chunks(fd: int, size: int) -> Iterator[bytes]:

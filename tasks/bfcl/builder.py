@@ -34,6 +34,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from vtbench.tasks.fingerprints import is_specific
 from vtbench.tasks.registry import import_file
 
 HERE = Path(__file__).parent
@@ -155,19 +156,21 @@ def row_input(row: dict) -> dict | None:
 
 
 def fingerprint_strings(item: dict) -> list[str]:
-    """What identifies an item in a file, for the leak audit: its user messages, BFCL's id,
-    the possible-answer row as shipped and, multi-turn, the answer's calls. Not the function
-    documents or the backends' initial state: their phrases ("the name of the city.", "the
-    quick brown fox jumps over the lazy dog.") are in many installed packages, and the
-    multi-turn tools are public."""
+    """What identifies an item in a file, for the leak audit: its user messages, the
+    possible-answer row as shipped (which holds BFCL's id) and, multi-turn, the answer's
+    calls, each where it is a span (``vtbench.tasks.fingerprints``). Not BFCL's id alone
+    (``simple_python_12``) nor a call without spaces (``cd(folder='tmp')``): names. Not the
+    function documents or the backends' initial state: their phrases ("the name of the
+    city.", "the quick brown fox jumps over the lazy dog.") are in many installed packages,
+    and the multi-turn tools are public."""
     question = item.get("input", {}).get("question", [])
     found = [message["content"] for turn in question for message in turn
              if message.get("role") == "user" and isinstance(message.get("content"), str)]
     label = item["label"]
-    found += [label["id"], label["possible_answer"]]
+    found.append(label["possible_answer"])
     if label["category"] == MULTI_TURN:
         found += [call for turn in label["ground_truth"] for call in turn]
-    return found
+    return [text for text in found if is_specific(text)]
 
 
 # ------------------------------------------------------------------ splits

@@ -10,10 +10,12 @@ other syntaxes, and three-step programs are rare although half of the evaluation
 need three.
 """
 
+import json
 import random
 import string
 from pathlib import Path
 
+from vtbench.tasks.fingerprints import is_specific
 from vtbench.tasks.registry import import_file
 
 dsl = import_file(Path(__file__).parent / "public" / "harness" / "dsl.py", "dsl_language")
@@ -66,6 +68,19 @@ def build_split(rng: random.Random, size: int, exclude: set[str]) -> list[dict]:
         items.append({"input": instance_input,
                       "label": {"program": item["program"], "hidden": item["hidden"]}})
     return items
+
+
+def fingerprint_strings(item: dict) -> list[str]:
+    """What identifies an item in a file, for the leak audit: its program, its example and
+    hidden pairs as a prompt shows them (``in: abcd out: ABCDxyzq``) and each list of pairs
+    as JSON writes it. Its words alone are short random strings, and a name-shaped string
+    is no fingerprint (``vtbench.tasks.fingerprints``)."""
+    label = item["label"]
+    pairs = [*item.get("input", {}).get("examples", []), *label["hidden"]]
+    lists = [item["input"]["examples"]] if "input" in item else []
+    return [text for text in [label["program"], *(f"in: {a} out: {b}" for a, b in pairs),
+                              *(json.dumps(each) for each in [*lists, label["hidden"]])]
+            if is_specific(text)]
 
 
 def _flawed_row(rng: random.Random, item: dict) -> dict:

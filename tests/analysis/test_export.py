@@ -38,12 +38,12 @@ def test_cli_export_writes_schema_and_files_that_read_back(workspace: Workspace,
     assert result.returncode == 0, result.stderr
     exported = out / f"{folder.name}.trajectory.json"
     raw = json.loads(exported.read_text())
-    assert raw["schema"] == "vtbench.trajectory" and raw["schema_version"] == 1
+    assert raw["schema"] == "vtbench.trajectory" and raw["schema_version"] == 2
     schema = json.loads((out / SCHEMA_FILE).read_text())
-    assert schema["$id"] == "vtbench.trajectory/1"
+    assert schema["$id"] == "vtbench.trajectory/2"
     assert set(schema["required"]) >= {"episode", "steps", "metrics"}
     assert read_trajectory(exported).steps[0].kinds == ["filter", "hyperparameters"]
-    raw["schema_version"] = 2
+    raw["schema_version"] = 1
     exported.write_text(json.dumps(raw))
     with pytest.raises(ValidationError):
         read_trajectory(exported)

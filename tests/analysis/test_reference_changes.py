@@ -34,7 +34,7 @@ def test_reference_solution_is_classified_as_it_acts(task_id: str, tmp_path: Pat
         apply_reference(task, workspace, (component,))
         commits.append(snapshot(git_dir, workspace, f"validation {index}: models/ref{index}"))
     with SnapshotStore(workspace) as store:
-        data, trainer, harness = (classify(store, before, after)
+        data, trainer, harness = (classify(store, before, after, task.method_settings)
                                   for before, after in pairwise(commits))
     assert data.touched == ["D"]
     assert data.kinds == ["filter", "augment", "rewrite"]

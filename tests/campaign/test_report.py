@@ -59,9 +59,10 @@ def test_the_report_counts_a_closed_episode_and_lists_one_without_a_result(
     assert f"no result: {missing} (failed_infra after 2 attempt(s)): {NOT_PREPARED}" in err
     text = markdown.read_text()
     assert text.startswith("# VibeTraining-Bench report\n\n1 episodes, 1 agents")
-    assert "| runner_failed: the runner was killed by SIGKILL |" in text
+    assert "| runner\\_failed: the runner was killed by SIGKILL |" in text
     without = text.split("## Episodes without a result (not counted)")[1]
-    assert f"| {missing} | failed_infra | 2 | no | {NOT_PREPARED} |" in without
+    shown = NOT_PREPARED.replace("[", "\\[").replace("]", "\\]")  # Markdown-escaped
+    assert f"| {missing} | failed\\_infra | 2 | no | {shown} |" in without
 
 
 def test_a_campaign_without_any_result_lists_every_episode_and_says_so(

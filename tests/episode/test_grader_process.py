@@ -53,6 +53,30 @@ def test_a_runner_never_stops_the_operators_grader(
     assert alive(socket) and operator_grader.poll() is None
 
 
+def template_sockets(parent: int) -> list[Path]:
+    """The sockets that the model-server templates started by ``parent`` listen on."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            argv = stat.with_name("cmdline").read_bytes().decode().split("\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and "vtbench.models.template" in argv:
+            found.append(Path(argv[argv.index("vtbench.models.template") + 1]))
+    return [socket for socket in found if socket.exists()]
+
+
+def test_a_grader_has_its_model_server_template_ready_before_the_first_validation(
+        operator_grader: subprocess.Popen[bytes]) -> None:
+    """Started by the first validation instead, the template's imports (torch,
+    transformers, CUDA) made that validation's model server start in 20 s, not 1 s."""
+    deadline = time.monotonic() + 120
+    while not template_sockets(operator_grader.pid):
+        assert operator_grader.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+
+
 def test_a_runner_killed_with_sigkill_leaves_no_claim_on_the_grader(tmp_path: Path) -> None:
     ready = tmp_path / "ready"
     holder = subprocess.Popen([sys.executable, "-c", (

@@ -1,4 +1,5 @@
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -105,10 +106,14 @@ def test_the_record_says_what_the_episode_ran_with(
     made = record.provenance
     assert made.vtbench_version and made.sandbox == "bwrap"
     assert made.task_digest is not None and len(made.task_digest) == 64
+    assert made.method_settings == {"config.toml": []}  # the tiny trainer's table, none
     assert made.hardware.cpu_cores > 0 and made.hardware.cpu_model
     assert record.model is None and record.reasoning_effort is None
     assert made.sandbox_limits == cgroup_limits().mode and not made.weak_limits_allowed
     assert made.sandbox_limits_detail == cgroup_limits().describe()
+    # no offline tools folder in this environment: the system's programs, by path
+    assert made.sandbox_tools == {name: shutil.which(name, path="/usr/local/bin:/usr/bin:/bin")
+                                  for name in ("bwrap", "socat")}
 
 
 

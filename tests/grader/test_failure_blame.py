@@ -2,8 +2,12 @@
 with the evidence recorded): through the real grader over its socket, with real model
 servers and sandboxes."""
 
+import contextlib
 import json
+import os
 import shutil
+import signal
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -105,3 +109,63 @@ def test_a_crash_is_charged_to_its_episode_while_another_episode_sharing_the_gra
     assert scoring.get("/v1/status").json()["validations_left"] == 4
     other = scoring.get("/v1/status").json()["episode"]
     assert failure_causes(other) == []
+
+
+def kill_sandboxes_of(ancestor: int) -> None:
+    """SIGKILL every bwrap below process ``ancestor`` (as the host's OOM killer would)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]),
+                                            (entry / "comm").read_text().strip())
+
+    def below(pid: int) -> bool:
+        while pid in parents and pid != ancestor:
+            pid = parents[pid][0]
+        return pid == ancestor
+
+    doomed = [pid for pid, (_, name) in parents.items() if name == "bwrap" and below(pid)]
+    assert doomed, "the grader started no harness sandbox ahead"
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_harness_sandbox_lost_mid_validation_is_refunded_with_its_cause(
+    grader: GraderProcess, small_task: Path, workspace: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real infrastructure failure: the host's bwrap stops working after the grader
+    started (say, a kernel update turned off unprivileged namespaces). The candidate is
+    sound; its validation is refunded, and the ledger says why."""
+    real = shutil.which("bwrap", path="/usr/local/bin:/usr/bin:/bin")
+    assert real is not None
+    host = Path(tempfile.mkdtemp(prefix="vtb-host-"))  # the wrapper runs as the sandbox uid
+    host.chmod(0o755)
+    broken = host / "namespaces-off"
+    tools = tmp_path / "tools"
+    (tools / "bin").mkdir(parents=True)
+    wrapper = tools / "bin" / "bwrap"
+    wrapper.write_text(f"#!/bin/sh\nif [ -e {broken} ]; then\n"
+                       "  echo 'bwrap: No permissions to create a new namespace' >&2; exit 1\n"
+                       f"fi\nexec {real} \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("VTBENCH_TOOLS_DIR", str(tools))
+    grader.start()
+    agent = grader.client(grader.create_episode(small_task, workspace, validations=5))
+    broken.touch()
+    assert grader.process is not None
+    kill_sandboxes_of(grader.process.pid)  # the harness sandbox it started ahead dies too
+    result = agent.post("/v1/validations", json={"model": "models/good"}).json()
+    assert (result["state"], result["settlement"]) == ("failed_infra", "refunded"), result
+    status = agent.get("/v1/status").json()
+    assert status["validations_left"] == 5
+    (cause,) = failure_causes(status["episode"])
+    assert cause["party"] == "grader"
+    assert cause["cause"] in ("sandbox_unavailable", "control_failed"), cause
+    broken.unlink()  # the host is mended: the same candidate scores, and is charged
+    mended = agent.post("/v1/validations", json={"model": "models/good"}).json()
+    assert (mended["state"], mended["settlement"]) == ("completed", "charged"), mended
+    shutil.rmtree(host)

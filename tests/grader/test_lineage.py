@@ -6,13 +6,15 @@ The agent's forged lineage files are planted everywhere and must change nothing.
 import json
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.grader.conftest import GraderProcess
 from vtbench import layout
-from vtbench.episode.record import Lineage, Validation
+from vtbench.episode.processes import save
+from vtbench.episode.record import Lineage, ProcessSeen, Validation
 from vtbench.grader.intake import intake
 from vtbench.models.tiny import new_tiny_model, save_checkpoint
 from vtbench.workspace import git, snapshot
@@ -53,6 +55,10 @@ def episode_folder(tmp_path: Path, tiny_model: Path, trained: Path) -> Path:
         place.write_text(forged)
     (workspace / "models" / "tuned-a" / "train_log.json").write_text(
         json.dumps({**FORGED, "command": COMMAND, "seed": 1}))
+    now = time.time()  # what the runner saw: the trainer of trainer/ writing models/tuned-a
+    save(tmp_path / "processes.json", [ProcessSeen(
+        pid=7, first_seen=now, last_seen=now, cwd="/workspace", argv=COMMAND, training=True,
+        candidates=["models/tuned-a"])])
     return tmp_path
 
 
@@ -97,8 +103,12 @@ def test_lineage_is_what_the_grader_saw_and_forged_claims_change_nothing(
     assert tuned_a["trainer_hash"] == git(git_dir, workspace, "rev-parse",
                                           f"{merge_commit}:trainer")
     assert tuned_a["method"] == "claimed: " + " ".join(COMMAND)
+    assert tuned_a["trained_with"] == "components"
+    assert [p["argv"] for p in tuned_a["trained_by"]] == [COMMAND]
     assert (tuned_a["parents"], tuned_a["weights"]) == ([], [])
-    assert seen["models/tuned-b"][0]["method"] is None
+    tuned_b = seen["models/tuned-b"][0]  # no training the runner saw names it
+    assert tuned_b["method"] is None and tuned_b["trained_with"] == "unknown"
+    assert tuned_b["snapshot"] == merge_commit and tuned_b["data_hash"] is None
     first_merge = seen["models/merged"][0]
     assert (first_merge["parents"], first_merge["weights"], first_merge["method"]) == (
         ["models/tuned-a", "models/tuned-b"], [0.5, 0.5], "linear")

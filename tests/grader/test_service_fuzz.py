@@ -1,6 +1,8 @@
 """Malformed requests against the real grader: never a 500, never a ledger change."""
 
 import json
+import os
+import shutil
 import sqlite3
 from pathlib import Path
 from urllib.parse import quote
@@ -61,3 +63,24 @@ def test_malformed_requests_never_fail_the_server_or_change_the_ledger(
         assert ledger_counts() == before, body
 
     send()
+
+
+def test_a_path_that_is_not_utf8_is_refused_in_one_line_and_never_ledgered(
+    grader: GraderProcess, small_task: Path, workspace: Path
+) -> None:
+    not_utf8 = os.fsdecode(b"models/\xff\xfe")
+    shutil.copytree(workspace / "models" / "good", workspace / not_utf8)
+    grader.start()
+    agent = grader.client(grader.create_episode(small_task, workspace), timeout=60)
+    before = ledger_counts()
+    body = json.dumps({"model": not_utf8}).encode()  # JSON's \udcff escapes, as a raw client
+    headers = {"Content-Type": "application/json"}
+    for route in ("/v1/validations", "/v1/submission"):
+        answer = agent.post(route, content=body, headers=headers)
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"].startswith("bad request: model: ")
+    merge = json.dumps({"method": "linear", "models": ["models/good", not_utf8],
+                        "weights": [0.5, 0.5], "out": "models/merged"}).encode()
+    answer = agent.post("/v1/merges", content=merge, headers=headers)
+    assert 400 <= answer.status_code < 500 and "refused" in answer.json()["error"], answer.text
+    assert ledger_counts() == before

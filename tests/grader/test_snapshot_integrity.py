@@ -1,12 +1,16 @@
-"""The snapshot history holds only snapshots that something names: a request the ledger
-refuses after its snapshot takes the snapshot back (real grader, real git)."""
+"""The snapshot history holds only snapshots that something names, and grows only within
+the episode's quota: a request the ledger refuses after its snapshot takes the snapshot
+back, a cached repeat takes none, and a snapshot past the store quota is refused whole
+(real grader over its socket, real git)."""
 
+import random
+import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.grader.conftest import GraderProcess
-from tests.grader.test_service_integrity import commits, variant, with_snapshots
+from tests.grader.conftest import GraderProcess, episode_body
+from tests.grader.test_service_integrity import commits, stored_trees, variant, with_snapshots
 from vtbench.grader import Ledger
 
 
@@ -32,3 +36,81 @@ def test_snapshots_of_validations_that_lost_the_race_for_the_last_credit_are_wit
     head = subprocess.run(["git", "--git-dir", str(git_dir), "rev-parse", "HEAD"],
                           capture_output=True, text=True, check=True).stdout.strip()
     assert commits(git_dir) == 1 and head == validation.inputs["snapshot"]
+
+
+def objects_on_disk(git_dir: Path) -> tuple[int, int]:
+    """(bytes, files) of the history's objects, as the host's disk holds them."""
+    files = [p for p in (git_dir / "objects").rglob("*") if p.is_file()]
+    return sum(p.stat().st_blocks * 512 for p in files), len(files)
+
+
+def write_text(path: Path, megabytes: int, seed: int) -> None:
+    """New text that compresses no better than hex digits do."""
+    path.write_text(random.Random(seed).randbytes(megabytes << 19).hex())
+
+
+def test_cached_repeats_without_credit_add_nothing_to_the_snapshot_history(
+    grader: GraderProcess, small_task: Path, workspace: Path
+) -> None:
+    git_dir = with_snapshots(workspace)
+    grader.start()
+    agent = grader.client(grader.create_episode(small_task, workspace, validations=1))
+    first = agent.post("/v1/validations", json={"model": "models/good"})
+    assert first.status_code == 200 and first.json()["credit"] == 1, first.text
+    before, history = objects_on_disk(git_dir), commits(git_dir)
+
+    for index in range(3):
+        write_text(workspace / "data" / f"new-{index}.txt", 24, seed=index)
+        repeat = agent.post("/v1/validations", json={"model": "models/good"})
+        assert repeat.status_code == 200 and repeat.json()["cached"], repeat.text
+        assert repeat.json()["credit"] == 0
+    for index in range(2):
+        many = workspace / "data" / f"many-{index}"
+        many.mkdir()
+        for number in range(5000):
+            (many / f"{number}.txt").write_text(f"{index}-{number:016d}\n")
+        assert agent.post("/v1/validations", json={"model": "models/good"}).json()["cached"]
+    assert objects_on_disk(git_dir) == before and commits(git_dir) == history
+    episode = agent.get("/v1/status").json()["episode"]
+    snapshots = {v.inputs["snapshot"] for v in Ledger().validations(episode)}
+    assert len(snapshots) == 1
+
+
+def test_snapshots_count_against_the_store_quota_and_many_files_are_packed(
+    grader: GraderProcess, small_task: Path, workspace: Path
+) -> None:
+    git_dir = with_snapshots(workspace)
+    grader.start()
+    model = sum(f.stat().st_size for f in (workspace / "models" / "good").iterdir())
+    body = episode_body(small_task, workspace, validations=3, compute_seconds=600,
+                        store_bytes=model + (8 << 20))
+    grant = grader.operator_client().post("/v1/operator/episodes", json=body).json()
+    agent = grader.client(grant["token"])
+    before = objects_on_disk(git_dir)
+
+    write_text(workspace / "data" / "big.txt", 24, seed=1)  # ~12 MB compressed
+    big = agent.post("/v1/validations", json={"model": "models/good"})
+    (workspace / "data" / "big.txt").unlink()
+    tiny = workspace / "data" / "tiny"  # 3,000 objects: at least a block each
+    tiny.mkdir()
+    for number in range(3000):
+        (tiny / f"{number}.txt").write_text(f"{number:016d}\n")
+    many = agent.post("/v1/validations", json={"model": "models/good"})
+    for answer in (big, many):
+        assert answer.status_code == 422, answer.text
+        error = answer.json()["error"]
+        assert "store quota" in error and "\n" not in error, error
+    assert objects_on_disk(git_dir) == before and commits(git_dir) == 0
+    assert stored_trees() == []
+
+    shutil.rmtree(tiny)
+    for name in ("a", "b"):  # 2 x 300 files: within the quota, packed once written
+        folder = workspace / "data" / name
+        folder.mkdir()
+        for number in range(300):
+            (folder / f"{number}.txt").write_text(f"{name}{number:016d}\n")
+    fine = agent.post("/v1/validations", json={"model": "models/good"})
+    assert fine.status_code == 200 and fine.json()["state"] == "completed", fine.text
+    loose = [p for p in (git_dir / "objects").glob("??/*")]
+    assert len(loose) < 64 and list((git_dir / "objects" / "pack").glob("*.pack"))
+    assert commits(git_dir) == 1

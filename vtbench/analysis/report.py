@@ -2,11 +2,14 @@
 
 The HTML page carries its CSS inline and its figures as base64 PNG ``<img>`` tags, so it
 is one file that opens anywhere without network access. Every string that came from a
-record (agent and task names, errors) is HTML-escaped. Nothing here reads anything but
-episode records, their stored histories and their workspace repositories.
+record (agent and task names, candidates, errors) is made
+:func:`~vtbench.printable.printable`, then HTML-escaped, or in Markdown has each character
+Markdown could read as markup escaped. Nothing here reads anything but episode records,
+their stored histories and their workspace repositories.
 """
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +24,9 @@ from vtbench.analysis.leaderboard import (
 )
 from vtbench.analysis.loading import Episode
 from vtbench.episode.record import EpisodeRecord
+from vtbench.printable import printable
+
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|!~&$])")
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1280px;
@@ -186,8 +192,8 @@ def _header(report: Report) -> str:
     note = "" if not unclassified else (
         f'<p class="note">{len(unclassified)} episode(s) have no readable workspace history; '
         "their behavioural rates are left out. First: "
-        f"{html.escape(unclassified[0].metrics.history_error or '')}</p>")
-    warnings = "".join(f'<p class="note">warning: {html.escape(w)}</p>' for w in board.warnings)
+        f"{pages.text(unclassified[0].metrics.history_error or '')}</p>")
+    warnings = "".join(f'<p class="note">warning: {pages.text(w)}</p>' for w in board.warnings)
     missing = "" if not report.missing else (
         f'<p class="note">{len(report.missing)} planned episode(s) have no result and are not '
         "counted:</p>"
@@ -244,11 +250,18 @@ def render_html(report: Report) -> str:
     ])
 
 
+def _md_text(text: str) -> str:
+    """Text from a record, inert in Markdown: printable, and each character Markdown could
+    read as markup (emphasis, code, links, HTML, entities, table cells, maths)
+    backslash-escaped."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", printable(text))
+
+
 def _md_table(table: tuple[list[str], list[list[str]]]) -> str:
     headers, rows = table
 
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(map(_md_text, cells)) + " |"
 
     return "\n".join([line([h.strip() for h in headers]),
                       line(["---"] * len(headers)), *map(line, rows)])
@@ -259,7 +272,7 @@ def render_markdown(report: Report) -> str:
     return "\n\n".join([
         "# VibeTraining-Bench report",
         f"{len(report.episodes)} episodes, {len(board.agents)} agents, {len(board.tasks)} "
-        f"tasks; {interval_note(board)}.", *(f"Warning: {w}" for w in board.warnings),
+        f"tasks; {interval_note(board)}.", *(f"Warning: {_md_text(w)}" for w in board.warnings),
         "## Leaderboard", _md_table(leaderboard_table(board)),
         "## Initial → final test score", _md_table(published_table(board)),
         "## Across tasks", _md_table(aggregate_table(board)),

@@ -4,7 +4,9 @@ Every event (an episode started, ended, tried again; a task prepared) is one tim
 line appended to ``campaign.log``, flushed at once, so the log survives a ``kill -9``.
 When stdout is a terminal a rich table (episode, state, attempts, elapsed, gain) is
 redrawn in place; otherwise the lines also go to stderr. ``vtbench campaign status``
-draws the same table from the ledger.
+draws the same table from the ledger. A line or a reason may quote what an agent chose (a
+candidate's name in a runner's error): it is :func:`~vtbench.printable.printable`, and no
+console here interprets markup.
 """
 
 import sys
@@ -19,6 +21,7 @@ from rich.live import Live
 from rich.table import Table
 
 from vtbench.campaign.ledger import EpisodeState
+from vtbench.printable import printable
 
 MAX_ROWS = 40
 """Rows of the live table; running episodes come first, then the most recently ended."""
@@ -60,9 +63,9 @@ def status_table(title: str, rows: list[EpisodeState], limit: int | None = None)
     for column in ("episode", "state", "attempts", "elapsed", "gain", "reason"):
         table.add_column(column, overflow="fold")
     for row in shown:
-        table.add_row(row.key, row.state, str(row.attempts), clock(elapsed(row, now)),
+        table.add_row(printable(row.key), row.state, str(row.attempts), clock(elapsed(row, now)),
                       "-" if row.gain is None else f"{row.gain:+.4f}",
-                      "" if row.state == "finished" else (row.reason or "")[:80])
+                      "" if row.state == "finished" else printable(row.reason or "", 80))
     return table
 
 
@@ -79,7 +82,7 @@ class CampaignProgress:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.log = self.path.open("a", buffering=1)
         if self.live_wanted:
-            self.live = Live(Table(title=self.title), console=Console(),
+            self.live = Live(Table(title=self.title), console=Console(markup=False, emoji=False),
                              refresh_per_second=2, transient=True)
             self.live.start()
         return self
@@ -91,7 +94,7 @@ class CampaignProgress:
             self.log.close()
 
     def line(self, text: str) -> None:
-        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        stamp, text = datetime.now(UTC).isoformat(timespec="seconds"), printable(text)
         if self.log is not None:
             self.log.write(f"{stamp} {text}\n")
         if self.live is not None:

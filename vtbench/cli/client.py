@@ -7,6 +7,7 @@ import typer
 
 from vtbench.cli.output import console, print_json, print_table
 from vtbench.client import GraderClient, seconds_left
+from vtbench.printable import printable
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
 HarnessOption = Annotated[str, typer.Option(
@@ -50,9 +51,9 @@ def validate(
         print_json(answer.model_dump(mode="json"))
         return
     if answer.error:
-        console.print(f"validation {answer.id} failed: {answer.error}")
+        console.print(f"validation {answer.id} failed: {printable(answer.error)}")
         return
-    console.print(f"validation {answer.id}: {model} scored {answer.score} "
+    console.print(f"validation {answer.id}: {printable(model)} scored {answer.score} "
                   f"({answer.state}; --json shows every instance)")
 
 
@@ -81,7 +82,8 @@ def merge(
     if as_json:
         print_json(answer.model_dump(mode="json"))
         return
-    console.print(f"merged {', '.join(models_)} into {answer.model} ({answer.method})")
+    console.print(f"merged {printable(', '.join(models_))} into {printable(answer.model)} "
+                  f"({answer.method})")
 
 
 def submit(
@@ -94,4 +96,5 @@ def submit(
     if as_json:
         print_json(answer.model_dump(mode="json"))
         return
-    console.print(f"submitted {model}; the test score is not shown during the episode")
+    console.print(f"submitted {printable(model)}; the test score is not shown during the "
+                  "episode")

@@ -18,6 +18,7 @@ from rich.progress import (
 from vtbench.cli.output import console, err_console, print_json, print_table
 from vtbench.errors import VtbenchError
 from vtbench.prepare.progress import log_reporter
+from vtbench.printable import printable
 from vtbench.tasks import Task, builtin_tasks, find_task
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
@@ -72,8 +73,8 @@ def prepare(
                           lambda line: err_console.print(line, highlight=False))
         resolve_base(each.spec.base_model)
     started = time.monotonic()
-    with Progress(TextColumn("{task.description}"), TimeElapsedColumn(), console=err_console,
-                  transient=as_json) as progress:
+    with Progress(TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
+                  console=err_console, transient=as_json) as progress:
         lines: dict[str, TaskID] = {}
         to_log = log_reporter(lambda text: err_console.print(text, highlight=False))
 
@@ -83,7 +84,7 @@ def prepare(
                 return
             if job not in lines:
                 lines[job] = progress.add_task(job)
-            progress.update(lines[job], description=f"{job}: {line[:70]}")
+            progress.update(lines[job], description=f"{job}: {printable(line, 70)}")
 
         results = prepare_tasks(tasks, seeds=tuple(range(seeds)), workers=workers,
                                 report=report, sandbox=sandbox, calibrate=calibrate)
@@ -96,12 +97,14 @@ def prepare(
 
 
 def audit_runtimes(tasks: list[Task], report: Callable[[str, str], None]) -> None:
-    """Leak-audit the sandbox runtime for each task now, so that episodes start at once."""
-    from vtbench.episode.leak_audit import audit_runtime
+    """Leak-audit the sandbox runtime and the models every workspace starts with for each
+    task now, so that episodes start at once."""
+    from vtbench.episode.leak_audit import audit_runtime, workspace_copies
+    from vtbench.prepare import load_prepared
 
     for task in tasks:
         report(f"{task.id}/leak-audit", "searching the sandbox runtime for split data")
-        files = audit_runtime(task)
+        files = audit_runtime(task, workspace_copies(load_prepared(task)).values())
         report(f"{task.id}/leak-audit", f"done ({files} files)")
 
 
@@ -135,7 +138,7 @@ def eval_command(
                   f"({result.harness} harness, {errors} instance errors, "
                   f"{result.timings['wall']:.1f} s)")
     if result.error:
-        console.print(f"[red]harness error:[/red] {result.error}")
+        console.print(f"harness error: {printable(result.error)}", style="red")
 
 
 def pretrain(

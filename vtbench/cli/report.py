@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from vtbench.cli.output import console, err_console, print_json
+from vtbench.printable import printable
 
 if TYPE_CHECKING:
     from vtbench.analysis.loading import Episode
@@ -52,7 +53,7 @@ def write_report(episodes: "list[Episode]", missing: "list[Missing]", html: Path
 
     result = build_report(episodes, missing)
     for warning in result.board.warnings:
-        err_console.print(f"warning: {warning}")
+        err_console.print(f"warning: {printable(warning)}")
     print_missing(missing)
     written = []
     if html is not None:
@@ -100,5 +101,5 @@ def _print_compact(title: str, headers: list[str], rows: list[list[str]]) -> Non
     for i in keep:
         table.add_column(headers[i].strip(), no_wrap=True, justify="left" if i < 2 else "right")
     for row in rows:
-        table.add_row(*(row[i] for i in keep))
+        table.add_row(*(printable(row[i], 60) for i in keep))
     console.print(table)

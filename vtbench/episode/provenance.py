@@ -17,7 +17,7 @@ from vtbench import layout
 from vtbench.episode.record import Hardware, Provenance
 from vtbench.gpus import inventory
 from vtbench.prepare import PreparedTask
-from vtbench.sandbox import cgroup_limits, weak_limits_allowed
+from vtbench.sandbox import cgroup_limits, sandbox_tools, weak_limits_allowed
 
 
 def vtbench_version() -> str | None:
@@ -63,7 +63,8 @@ def hardware() -> Hardware:
 def provenance(prepared: PreparedTask, sandbox: str) -> Provenance:
     limits = cgroup_limits()
     return Provenance(vtbench_version=vtbench_version(), vtbench_commit=vtbench_commit(),
-                      task_digest=prepared.digest, sandbox=sandbox, hardware=hardware(),
+                      task_digest=prepared.digest, method_settings=prepared.task.method_settings,
+                      sandbox=sandbox, hardware=hardware(),
                       serving_backend=prepared.task.serving_backend,
                       sandbox_limits=limits.mode, sandbox_limits_detail=limits.describe(),
-                      weak_limits_allowed=weak_limits_allowed())
+                      weak_limits_allowed=weak_limits_allowed(), sandbox_tools=sandbox_tools())

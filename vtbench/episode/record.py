@@ -2,9 +2,10 @@
 
 ``episode.json`` in the episode's output folder holds one :class:`EpisodeRecord`. Its
 validations, submission and candidate lineage are the grader's own answer
-(:class:`vtbench.grader.api.EpisodeHistory`), kept in the models of the wire contract. The
-workspace's git history (``workspace/.git``) holds the snapshots the record names by
-commit. A record can be rebuilt into a report without any other state.
+(:class:`vtbench.grader.api.EpisodeHistory`), kept in the models of the wire contract; its
+processes are what the runner saw train. The snapshot history (``snapshots.git`` beside
+the workspace) holds the snapshots the record names by commit. A record can be rebuilt
+into a report without any other state.
 """
 
 from typing import Literal
@@ -12,12 +13,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from vtbench.grader.api import LineageRecord as Lineage
+from vtbench.grader.api import ProcessSeen
 from vtbench.grader.api import SubmissionRecord as Submission
 from vtbench.grader.api import ValidationRecord as Validation
 
 SCHEMA_VERSION: Literal[1] = 1
-__all__ = ["BudgetSpent", "EpisodeRecord", "Hardware", "Lineage", "LlmUsage", "Provenance",
-           "Submission", "Validation"]
+__all__ = ["BudgetSpent", "EpisodeRecord", "Hardware", "Lineage", "LlmUsage", "ProcessSeen",
+           "Provenance", "Submission", "Validation"]
 
 
 class Record(BaseModel):
@@ -39,8 +41,9 @@ class BudgetSpent(Record):
     agent_seconds: float = 0.0
     """Wall seconds the agent ran while neither training nor waiting for a validation."""
     training_seconds: float = 0.0
-    """Wall seconds a trainer (a program of ``trainer/``) ran in the sandbox; parallel
-    trainings count once (see :mod:`vtbench.episode.timesplit`)."""
+    """Wall seconds a training process ran in the sandbox (a program of ``trainer/``, or
+    any process with torch loaded); parallel trainings count once (see
+    :mod:`vtbench.episode.timesplit`)."""
     grading_seconds: float = 0.0
     """Wall seconds a validation of the episode was pending, plus the test scoring."""
     runner_seconds: float = 0.0
@@ -68,6 +71,11 @@ class Provenance(Record):
     """Commit of the vtbench checkout (``+dirty`` with local edits), None outside git."""
     task_digest: str | None = None
     """sha256 of the task pack and its base model (:func:`vtbench.prepare.digest.pack_digest`)."""
+    method_settings: dict[str, list[str]] | None = None
+    """The task pack's trainer settings that choose the training method rather than tune it,
+    per config file (:func:`vtbench.spec.method_settings`): the change classifier reads them
+    here, never from the workspace. None where the pack has no table, or in a record from
+    before them (the classifier's generic names decide)."""
     sandbox: str | None = None
     """Sandbox backend of the research sandbox (bwrap, docker, none)."""
     serving_backend: str | None = None
@@ -79,6 +87,9 @@ class Provenance(Record):
     weak_limits_allowed: bool = False
     """The operator passed ``--allow-weak-limits``: sandboxes may have run without
     per-sandbox memory and pids limits (processes counted per uid)."""
+    sandbox_tools: dict[str, str] = Field(default_factory=dict)
+    """Where bwrap and socat came from: system folders, or the tools folder of an offline
+    install (``$VTBENCH_TOOLS_DIR`` or ``<prefix>/vtbench-tools``)."""
     hardware: Hardware = Field(default_factory=Hardware)
 
 
@@ -117,6 +128,10 @@ class EpisodeRecord(Record):
     validations: list[Validation] = Field(default_factory=list)
     submission: Submission | None = None
     candidates: list[Lineage] = Field(default_factory=list)
+    processes: list[ProcessSeen] = Field(default_factory=list)
+    """Every training process the runner saw in the sandbox (and every process that named a
+    candidate folder and something elsewhere): command, arguments, working folder, what it
+    ran or named outside the components (:mod:`vtbench.episode.processes`)."""
     spent: BudgetSpent = Field(default_factory=BudgetSpent)
     llm: LlmUsage = Field(default_factory=LlmUsage)
     provenance: Provenance = Field(default_factory=Provenance)

@@ -34,8 +34,9 @@ from vtbench.client import DEADLINE_ENV, GraderClient
 from vtbench.episode.disk import WorkspaceDisk, unavailable
 from vtbench.episode.gateway_process import config_path, episode_gateway, llm_usage
 from vtbench.episode.grader_process import grader_log, running_grader
-from vtbench.episode.leak_audit import audit
+from vtbench.episode.leak_audit import audit, workspace_copies
 from vtbench.episode.plumbing import output_pipe, relayed_sockets
+from vtbench.episode.processes import Places, ProcessWatch, load, read_only_places
 from vtbench.episode.provenance import provenance
 from vtbench.episode.record import EpisodeRecord
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
@@ -58,8 +59,8 @@ from vtbench.gpus import (
 from vtbench.grader.serve import evaluation_gpus_of_grader
 from vtbench.grader.tokens import operator_token
 from vtbench.layout import EpisodePaths
-from vtbench.models.base import resolve_base
 from vtbench.prepare import PreparedTask, load_prepared, prepared_by_id
+from vtbench.printable import unfailing
 from vtbench.sandbox import Mount, SandboxProcess, get_sandbox, prepare_writable
 from vtbench.tasks import find_task
 from vtbench.tasks.registry import Task
@@ -118,8 +119,9 @@ def start_episode(prepared: PreparedTask, options: RunOptions, events: Events,
     episode = Episode(options.out.resolve() / f"{task.id}-{slug}-s{options.seed}-{stamp}")
     episode.folder.mkdir(parents=True)
     limit_disk(episode, task, events)
-    create_workspace(task, episode.workspace, episode.snapshots,
-                     resolve_base(task.spec.base_model), prepared.initial_model)
+    models = workspace_copies(prepared)
+    create_workspace(task, episode.workspace, episode.snapshots, models["models/base"],
+                     models["models/initial"])
     budget = options.budget_minutes or task.spec.budgets.wall_clock_minutes
     record = EpisodeRecord(
         episode_id=episode.folder.name, task=task.id, agent=options.agent, seed=options.seed,
@@ -188,7 +190,10 @@ def run_agent(episode: Episode, record: EpisodeRecord, task: Task, client: Grade
         process = get_sandbox(options.sandbox).start(agent.command(context), spec,
                                                      stdout=output, stderr=output)
         events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
-        return watch(process, client, state["episode"], record, events, began,
+        processes = ProcessWatch(process.pid, Places(episode.workspace,
+                                                     read_only_places(spec.mounts)),
+                                 save_to=episode.processes)
+        return watch(process, processes, client, state["episode"], record, events, began,
                      lambda: episode.save(record))
 
 
@@ -205,23 +210,27 @@ def audit_sandbox(task: Task, mounts: list[Mount], episode: Episode,
     as the runner made it (``workspace_as_made`` in the runner's state, set when the
     episode is created); once audited it is the agent's own work (a task's public
     generator can draw a test item by chance, as arith's reference solution does when it
-    synthesises problems), so a resumed episode's audit covers the rest of the sandbox."""
-    roots = [mount.source for mount in mounts]
-    if not state.get("workspace_as_made"):
+    synthesises problems), so a resumed episode's audit covers the rest of the sandbox. The
+    models the runner copied into it are not read again: their sources are searched."""
+    roots, as_made = [mount.source for mount in mounts], state.get("workspace_as_made")
+    if not as_made:
         roots = [root for root in roots if not root.is_relative_to(episode.workspace)]
-    audit(task, roots, own=episode.workspace)
+    copies = {episode.workspace / place: Path(source)
+              for place, source in state.get("model_copies", {}).items()} if as_made else {}
+    audit(task, roots, own=episode.workspace, copies=copies)
     episode.save_state({**state, "workspace_as_made": False})
 
 
-def watch(process: SandboxProcess, client: GraderClient, episode_id: str,
-          record: EpisodeRecord, events: Events, began: float,
+def watch(process: SandboxProcess, processes: ProcessWatch, client: GraderClient,
+          episode_id: str, record: EpisodeRecord, events: Events, began: float,
           save: Callable[[], None]) -> tuple[str, float]:
     """Follow the agent until it exits, submits (then stop it) or reaches the deadline;
     returns why, and when the agent's last counted interval ended. The runner's time from
     ``began`` until the agent's first interval is its own (set-up, the sandbox's start).
-    The record, with its time split so far, is saved (``save``) every
+    ``processes`` samples the sandbox's tree (training, and what each training ran). The
+    record, with its time split so far, is saved (``save``) every
     :data:`CHECKPOINT_SECONDS`."""
-    seen, split = 0, TimeSplit(process.pid, record.spent)
+    seen, split = 0, TimeSplit(processes, record.spent)
     record.spent.runner_seconds += split.last - began
     saved_at = time.time()
     while process.poll() is None:
@@ -266,6 +275,7 @@ def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
     started = datetime.fromisoformat(record.started_at).timestamp()
     record.validations, record.submission = history.validations, history.submission
     record.candidates = history.candidates
+    record.processes = load(episode.processes)
     record.submitted = record.submission is not None
     record.final_test = result.test_score if record.submitted else record.initial_test
     record.gain = result.gain if record.submitted else 0.0
@@ -286,8 +296,10 @@ def run_episode(options: RunOptions, events: Events = lambda line: None, resume:
     """Run (or resume) one episode; returns the finished record and its path. The task is
     resolved and checked against its preparation once, here. ``close`` (with ``resume``):
     why the episode's runner failed after its agent started; the episode is then finished
-    without its agent, with what the grader's ledger holds."""
-    began = time.time()
+    without its agent, with what the grader's ledger holds. ``events`` is made unable to
+    raise, and its lines printable (they quote candidate names): no line can stop the
+    episode."""
+    began, events = time.time(), unfailing(events)
     if resume is not None:
         episode = Episode(resume.resolve())
         record = episode.load()
@@ -339,8 +351,9 @@ def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
         client = GraderClient(grader, operator_token())
         if not episode.runner_state.exists():
             grant = client.create_episode(prepared.id, prepared.digest, episode.workspace)
+            copies = {place: str(source) for place, source in workspace_copies(prepared).items()}
             episode.save_state({"episode": grant.episode, "token": grant.token,
-                                "workspace_as_made": True})
+                                "workspace_as_made": True, "model_copies": copies})
         if close is not None:
             events("closing the episode without its agent: scoring what the ledger holds")
             record.runner_failure = close

@@ -5,27 +5,26 @@ about itself (a ``train_log.json`` is the agent's claim, and two trainings in pa
 would count twice if their durations were summed). Instead the runner samples, every
 :data:`SAMPLE_SECONDS` while the agent runs, two facts it can see for itself:
 
-- *training*: a process of the sandbox's tree runs a program from the workspace's
-  ``trainer/`` folder (``python trainer/train.py``, ``bash /workspace/trainer/run.sh``):
-  the T component is, by the task contract, that folder;
+- *training*: a process of the sandbox's tree runs a program of the workspace's
+  ``trainer/`` folder (``python trainer/train.py``), or has torch loaded: a copy of the
+  trainer run from ``alt_trainer/`` or ``/tmp`` trains just the same
+  (:mod:`vtbench.episode.processes`, which also records what each training ran);
 - *grading*: the grader's ledger holds a validation of the episode that has not settled.
 
 Each interval between samples is counted once, as grading if a validation was pending,
-else training if a trainer ran, else agent time; so parallel trainings count as the wall
-time they took, not the sum of their durations. A trainer the agent runs from elsewhere
-(a copy under ``/tmp``) counts as agent time. The runner measures its own spans (workspace
-and grader set-up, the leak audit, the gateway, until the agent starts; stopping the
-agent and writing the record after its last sample) and the test scoring as grading.
-Nothing is derived from the others: what the four parts leave of the wall time is
+else training if a training process ran, else agent time; so parallel trainings count as
+the wall time they took, not the sum of their durations. The runner measures its own
+spans (workspace and grader set-up, the leak audit, the gateway, until the agent starts;
+stopping the agent and writing the record after its last sample) and the test scoring as
+grading. Nothing is derived from the others: what the four parts leave of the wall time is
 ``unaccounted_seconds`` (a runner that died before ``--resume``, rounding), so that their
 sum matching the wall time is a measurement, not a definition. The parts are also what a
 resumed episode is charged against its budget (:func:`charged`).
 """
 
-import os
 import time
-from pathlib import PurePosixPath
 
+from vtbench.episode.processes import ProcessWatch
 from vtbench.episode.record import BudgetSpent
 
 SAMPLE_SECONDS = 0.25
@@ -38,77 +37,25 @@ CHECKPOINT_SECONDS = 5.0
 at most this much of the split, and its ``--resume`` charges the budget with what was
 saved (:func:`charged`)."""
 PARTS = ("agent_seconds", "training_seconds", "grading_seconds", "runner_seconds")
-WORKSPACE = PurePosixPath("/workspace")
-TRAINER = "trainer"
-
-
-def children_map() -> dict[int, list[int]]:
-    """Host pid -> child pids, from ``/proc/*/stat`` (processes may vanish while read)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry))
-    return children
-
-
-def descendants(root: int) -> list[int]:
-    children, found, todo = children_map(), [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
-
-
-def runs_trainer(argv: list[str]) -> bool:
-    """Whether a command line names a file of the workspace's ``trainer/`` folder."""
-    for argument in argv:
-        path = PurePosixPath(argument)
-        if path.is_absolute():
-            if not path.is_relative_to(WORKSPACE):
-                continue
-            path = path.relative_to(WORKSPACE)
-        parts = [part for part in path.parts if part != "."]
-        if len(parts) > 1 and parts[0] == TRAINER:
-            return True
-    return False
-
-
-def command_line(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def trainer_running(root: int) -> bool:
-    return any(runs_trainer(command_line(pid)) for pid in descendants(root))
 
 
 class TimeSplit:
     """Adds the agent's run to a record's ``spent``, split as the module docstring says."""
 
-    def __init__(self, root: int, spent: BudgetSpent) -> None:
-        self.root, self.spent = root, spent
+    def __init__(self, watch: ProcessWatch, spent: BudgetSpent) -> None:
+        self.watch, self.spent = watch, spent
         self.last = time.time()
         """When the last interval counted ended (wall clock)."""
 
     def tick(self, grading: bool) -> None:
-        """Count the time since the last tick by what is happening now."""
+        """Count the time since the last tick by what is happening now (the process tree
+        is sampled every tick, so what trains while a validation runs is recorded too)."""
         now = time.time()
         seconds, self.last = now - self.last, now
+        training = self.watch.sample(now)
         if grading:
             self.spent.grading_seconds += seconds
-        elif trainer_running(self.root):
+        elif training:
             self.spent.training_seconds += seconds
         else:
             self.spent.agent_seconds += seconds

@@ -49,7 +49,8 @@ class EpisodeBudgets(View):
     compute_seconds: float = Field(gt=0)
     """Grader compute seconds (GPU-seconds where a GPU evaluates) its validations may spend."""
     store_bytes: int = Field(DEFAULT_STORE_BYTES, ge=0)
-    """Bytes the episode's candidates may hold in the grader's candidate store."""
+    """Bytes the grader keeps for the episode: its candidates in the candidate store and
+    its snapshot history (``snapshots.git``) on disk."""
 
 
 class CreateEpisodeRequest(View):
@@ -161,6 +162,33 @@ class MergeResult(View):
     """The method with its options, as lineage records it."""
 
 
+class ProcessSeen(View):
+    """A process of the research sandbox that the runner saw train, or name a candidate
+    folder on its command line (see :mod:`vtbench.episode.processes`). Everything but the
+    times is the agent's own text: data, never markup."""
+
+    pid: int
+    first_seen: float
+    """Unix time of the runner's first sample that saw it."""
+    last_seen: float
+    """Unix time of the last sample that saw it alive."""
+    cwd: str
+    """Its working folder, as the sandbox names it (``/workspace``)."""
+    argv: list[str]
+    """Its command and arguments (each cut to a bounded length)."""
+    training: bool
+    """It ran a program of ``trainer/``, or loaded torch (training or other model work)."""
+    elsewhere: list[str] = Field(default_factory=list)
+    """What it ran or named outside ``trainer/``, ``data/`` and ``models/`` that the agent
+    could have written: a program, a working folder or an argument (``alt_data``,
+    ``/tmp/cfg.toml``), or ``(inline program)`` for code given on its command line."""
+    candidates: list[str] = Field(default_factory=list)
+    """Paths under ``models/`` it named (``models/a``), other than ``base`` and ``initial``."""
+
+
+TrainedWith = Literal["components", "outside", "unknown"]
+
+
 class LineageRecord(View):
     """How a candidate came to be (see :mod:`vtbench.grader.lineage`)."""
 
@@ -175,10 +203,17 @@ class LineageRecord(View):
     """Merge method (merged), or ``claimed: <command>`` from ``train_log.json`` (trained)."""
     weights: list[float] = Field(default_factory=list)
     """Merge weights, one per merged model (merged)."""
+    trained_with: TrainedWith | None = None
+    """What trained it (trained): ``components`` (only programs of ``trainer/`` on
+    ``data/``, as the runner saw them), ``outside`` (trained outside the components: a
+    program, working folder or argument elsewhere), ``unknown`` (no training the runner saw
+    names it). None for the other origins and for ledgers older than this field."""
+    trained_by: list[ProcessSeen] = Field(default_factory=list)
+    """The processes the runner saw name this folder before the grader first saw it."""
     data_hash: str | None = None
-    """Git tree hash of ``data/`` in the snapshot (trained)."""
+    """Git tree hash of ``data/`` in the snapshot (trained with the components only)."""
     trainer_hash: str | None = None
-    """Git tree hash of ``trainer/`` in the snapshot (trained)."""
+    """Git tree hash of ``trainer/`` in the snapshot (trained with the components only)."""
     model_hash: str | None = None
     """The intake tree hash of the folder's contents."""
 

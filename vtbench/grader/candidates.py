@@ -6,9 +6,11 @@ workspace: every tree is copied through :mod:`vtbench.grader.intake` before anyt
 reads it, and a refused candidate is written to the ledger's events.
 
 A request that snapshots and then asks the ledger (a reservation, a merge) does both in
-:func:`kept_snapshot`: the episode's snapshots are taken one at a time, and the snapshot of
-a request the ledger refuses leaves the history again, so ``snapshots.git`` holds only
-snapshots that a validation, the submission or a candidate's lineage names.
+:func:`kept_snapshot`: the episode's snapshots are taken one at a time, each within what
+is left of the episode's store quota (the history's bytes on disk count against it, with
+the candidates' trees), and the snapshot of a request the ledger refuses leaves the
+history again, so ``snapshots.git`` holds only snapshots that a validation, the submission
+or a candidate's lineage names.
 """
 
 import logging
@@ -58,18 +60,26 @@ def take(ledger: Ledger, store: StoreKeeper, episode: Episode, model: str, harne
     return stored_model, stored_harness
 
 
-def snapshot(episode: Episode, message: str) -> Snapshot | None:
-    """Commit D/T/H into the episode's ``snapshots.git`` beside the workspace, if any."""
-    from vtbench.workspace import snapshot as commit
-
+def history_of(episode: Episode) -> tuple[Path, Path] | None:
+    """(git directory, workspace) of the episode's snapshot history, if it has one."""
     if episode.workspace is None:
         return None
     workspace = Path(episode.workspace)
     git_dir = EpisodePaths.of_workspace(workspace).snapshots
-    if not git_dir.is_dir():
+    return (git_dir, workspace) if git_dir.is_dir() else None
+
+
+def snapshot(episode: Episode, message: str, allowance: int | None = None) -> Snapshot | None:
+    """Commit the workspace outside ``models/`` into the episode's ``snapshots.git``, if
+    any, adding at most ``allowance`` bytes to it."""
+    from vtbench.workspace import snapshot as commit
+
+    found = history_of(episode)
+    if found is None:
         return None
+    git_dir, workspace = found
     try:
-        return Snapshot(commit(git_dir, workspace, message), git_dir, workspace)
+        return Snapshot(commit(git_dir, workspace, message, allowance), git_dir, workspace)
     except (OSError, subprocess.CalledProcessError) as error:
         log.exception("snapshot of %s failed", episode.id)
         raise SnapshotRefused("the workspace could not be snapshotted "
@@ -77,15 +87,26 @@ def snapshot(episode: Episode, message: str) -> Snapshot | None:
                               hint="validate again once the files are written") from error
 
 
+def last_snapshot(episode: Episode) -> Snapshot | None:
+    """The latest snapshot, for a request that needs no new one."""
+    from vtbench.workspace import head_commit
+
+    found = history_of(episode)
+    head = head_commit(*found) if found else ""
+    return Snapshot(head, *found) if found and head else None
+
+
 _guard = threading.Lock()
 _episode_locks: dict[str, threading.Lock] = {}
 
 
 @contextmanager
-def kept_snapshot(episode: Episode, message: str) -> Iterator[Callable[[], Snapshot | None]]:
-    """Yield a function that snapshots the workspace (on its first call, once); if the
-    block raises, the snapshot is withdrawn: the branch moves back to its parent. The
-    episode's other snapshots wait meanwhile, so none can be built on a withdrawn one."""
+def kept_snapshot(episode: Episode, message: str,
+                  store: StoreKeeper) -> Iterator[Callable[[], Snapshot | None]]:
+    """Yield a function that snapshots the workspace (on its first call, once) within what
+    is left of the episode's store quota; if the block raises, the snapshot is withdrawn:
+    the branch moves back to its parent. The episode's other snapshots wait meanwhile, so
+    none can be built on a withdrawn one."""
     with _guard:
         lock = _episode_locks.setdefault(episode.id, threading.Lock())
     with lock:
@@ -93,7 +114,7 @@ def kept_snapshot(episode: Episode, message: str) -> Iterator[Callable[[], Snaps
 
         def take_once() -> Snapshot | None:
             if not taken:
-                taken.append(snapshot(episode, message))
+                taken.append(snapshot(episode, message, store.left(episode)))
             return taken[0]
 
         try:

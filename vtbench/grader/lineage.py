@@ -24,9 +24,21 @@ origin is decided then, in this order:
     the earliest such name). Renaming or copying a merged folder makes it ``reused``.
 ``trained``
     anything else, with ``snapshot`` = the workspace commit the grader takes at that
-    moment and ``data_hash``/``trainer_hash`` = the git tree hashes of ``data/`` and
-    ``trainer/`` in it. A merged (or initial) folder edited afterwards has a new hash and
-    so becomes ``trained``.
+    moment. A merged (or initial) folder edited afterwards has a new hash and so becomes
+    ``trained``.
+
+What trained a ``trained`` folder is read from what the runner saw, never from the
+workspace: the processes it recorded (``processes.json`` beside the workspace, see
+:mod:`vtbench.episode.processes`) since this folder name was last recorded. ``trained_with``
+is ``outside`` ("trained outside the components") when a process that named the folder
+ran or named something outside ``trainer/``, ``data/`` and ``models/`` (``python
+alt_trainer/train.py --data alt_data --out models/x``, ``trainer/train.py --config
+/tmp/c.toml``); ``components`` when a program of ``trainer/`` named it and nothing else
+did, and no training elsewhere that named no folder ran meanwhile; ``unknown`` otherwise
+(no training was seen naming it: a copy, a hand-edited config, a trainer that hides its
+output folder, an episode without a runner). Only ``components`` carries
+``data_hash``/``trainer_hash``, the git tree hashes of ``data/`` and ``trainer/`` in the
+snapshot: the record never credits the components with what it did not see them do.
 
 Records are :class:`vtbench.grader.api.LineageRecord`, the shape the episode record keeps
 too.
@@ -46,9 +58,10 @@ from typing import Any, Literal
 
 from vtbench.errors import VtbenchError
 from vtbench.grader import db
-from vtbench.grader.api import CandidateView, LineageRecord
+from vtbench.grader.api import CandidateView, LineageRecord, ProcessSeen, TrainedWith
 from vtbench.grader.intake import StoredCandidate, intake_from
-from vtbench.grader.ledger import Validation
+from vtbench.grader.ledger import Episode, Validation
+from vtbench.layout import EpisodePaths
 
 log = logging.getLogger("vtbench.grader")
 SeenAt = Literal["episode_created", "validation", "submission", "merge_parent", "merge_output"]
@@ -56,6 +69,8 @@ INITIAL = "models/initial"
 TRAIN_LOG = "train_log.json"
 _TRAIN_LOG_LIMIT = 256 * 1024
 _CLAIM_LIMIT = 500
+TRAINED_BY_LIMIT = 20
+"""Most processes a lineage record lists (the latest ones)."""
 
 
 def candidate_name(relative: str) -> str:
@@ -158,7 +173,7 @@ class LineageBook:
                           (episode,))
         return [LineageRecord.model_validate_json(row["lineage"]) for row in rows]
 
-    def see(self, episode: str, name: str, stored: StoredCandidate, seen_at: SeenAt,
+    def see(self, episode: Episode, name: str, stored: StoredCandidate, seen_at: SeenAt,
             snapshot: Callable[[], Snapshot | None]) -> LineageRecord:
         """The lineage of ``name`` holding ``stored``: known, reused, or trained now.
 
@@ -166,20 +181,73 @@ class LineageBook:
         called only for a new trained candidate.
         """
         name = candidate_name(name)
-        known = self.find(episode, name, stored.hash)
+        known = self.find(episode.id, name, stored.hash)
         if known is not None:
             return known
-        twin = self.first_name_with(episode, stored.hash, other_than=name)
+        twin = self.first_name_with(episode.id, stored.hash, other_than=name)
         if twin is not None:
             lineage = LineageRecord(name=name, origin="reused", parents=[twin],
                                     model_hash=stored.hash)
-            return self.record(episode, lineage, seen_at)
+            return self.record(episode.id, lineage, seen_at)
         taken = snapshot()
+        verdict, processes = trained_with(observed(episode), name, self._last_recorded(
+            episode.id, name))
+        credited = verdict == "components" and taken is not None
         lineage = LineageRecord(
             name=name, origin="trained", snapshot=taken.commit if taken else None,
-            method=claimed_command(stored), data_hash=taken.tree("data") if taken else None,
-            trainer_hash=taken.tree("trainer") if taken else None, model_hash=stored.hash)
-        return self.record(episode, lineage, seen_at)
+            method=claimed_command(stored), trained_with=verdict, trained_by=processes,
+            data_hash=taken.tree("data") if credited and taken else None,
+            trainer_hash=taken.tree("trainer") if credited and taken else None,
+            model_hash=stored.hash)
+        return self.record(episode.id, lineage, seen_at)
+
+    def needs_no_snapshot(self, episode: str, name: str, model_hash: str) -> bool:
+        """Whether :meth:`see` would answer without a snapshot (known or reused)."""
+        return (self.find(episode, name, model_hash) is not None or
+                self.first_name_with(episode, model_hash, other_than=name) is not None)
+
+    def _last_recorded(self, episode: str, name: str) -> float:
+        """When ``name`` was last recorded with another hash (0 when never)."""
+        rows = self._rows("SELECT MAX(at) AS at FROM candidates WHERE episode = ? AND name = ?",
+                          (episode, name))
+        return float(rows[0]["at"] or 0.0) if rows else 0.0
+
+
+def observed(episode: Episode) -> list[ProcessSeen]:
+    """What the runner saw of the episode's processes so far (none without a runner)."""
+    if episode.workspace is None:
+        return []
+    return read_processes(EpisodePaths.of_workspace(Path(episode.workspace)).processes)
+
+
+def read_processes(path: Path) -> list[ProcessSeen]:
+    """The runner's records at ``path``; none when it is missing or unreadable."""
+    try:
+        rows = json.loads(path.read_text())
+        return [ProcessSeen.model_validate(row) for row in rows]
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+def trained_with(processes: list[ProcessSeen], name: str,
+                 since: float) -> tuple[TrainedWith, list[ProcessSeen]]:
+    """What trained folder ``name`` (see the module docstring), from the processes seen
+    alive at ``since`` or later; returns the verdict and the processes it rests on."""
+    recent = [p for p in processes if p.last_seen >= since]
+    named = [p for p in recent if any(_related(path, name) for path in p.candidates)]
+    hidden = [p for p in recent if p.training and p.elsewhere and not p.candidates]
+    if any(p.elsewhere for p in named):
+        verdict: TrainedWith = "outside"
+    elif any(p.training for p in named) and not hidden:
+        verdict = "components"
+    else:
+        verdict, named = "unknown", named + hidden
+    return verdict, named[-TRAINED_BY_LIMIT:]
+
+
+def _related(path: str, name: str) -> bool:
+    """Whether a path a process named is the folder ``name``, inside it, or holds it."""
+    return path == name or path.startswith(name + "/") or name.startswith(path + "/")
 
 
 def candidate_views(candidates: list[LineageRecord],

@@ -316,7 +316,7 @@ class Merger:
             finally:
                 shutil.rmtree(build, ignore_errors=True)
         for name, parent in parents.items():
-            self.lineage.see(episode.id, name, parent, "merge_parent", lambda: taken)
+            self.lineage.see(episode, name, parent, "merge_parent", lambda: taken)
         base = parents[request.base_model].hash if request.base_model else None
         self.lineage.record(episode.id, LineageRecord(
             name=request.out, origin="merged", parents=request.models,
@@ -329,7 +329,7 @@ class Merger:
                  publish: Callable[[str, Callable[[], None]], None]) -> Snapshot | None:
         """Snapshot (if a parent is new and trained), accept in the ledger, place."""
         base = parents[request.base_model].hash if request.base_model else None
-        with kept_snapshot(episode, f"merge into {request.out}") as take_snapshot:
+        with kept_snapshot(episode, f"merge into {request.out}", self.store) as take_snapshot:
             new = [name for name, parent in parents.items() if self._is_new(episode, name, parent)]
             taken = take_snapshot() if new else None
             publish(request.out, lambda: self.ledger.record_merge(
@@ -340,8 +340,7 @@ class Merger:
 
     def _is_new(self, episode: Episode, name: str, parent: StoredCandidate) -> bool:
         """Whether lineage will call ``parent`` trained (it then names a snapshot)."""
-        return (self.lineage.find(episode.id, name, parent.hash) is None and
-                self.lineage.first_name_with(episode.id, parent.hash, other_than=name) is None)
+        return not self.lineage.needs_no_snapshot(episode.id, name, parent.hash)
 
     def _build(self, episode: Episode, request: MergeRequest,
                parents: dict[str, StoredCandidate], out: Path) -> StoredCandidate:

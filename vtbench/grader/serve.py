@@ -21,6 +21,8 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vtbench.printable import PrintableFormatter
+
 if TYPE_CHECKING:
     from vtbench.gpus import Gpu
 
@@ -80,9 +82,11 @@ def _serve(socket: Path | None, port: int | None, sandbox: str, workers: int,
 
     from vtbench.grader.app import create_app
     from vtbench.grader.core import Grader
+    from vtbench.models.template import start_template
 
     grader = Grader(sandbox=sandbox, workers=workers, gpus=gpus)
     grader.start()
+    start_template()  # while the agent starts: the first validation's server forks at once
     if socket is not None and socket.exists() and stat.S_ISSOCK(socket.lstat().st_mode):
         socket.unlink()  # left by a killed grader
     config = uvicorn.Config(
@@ -106,8 +110,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--share-gpus", action="store_true",
                         help="use the GPUs without holding them, so episodes may hold them too")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=os.environ.get("VTBENCH_LOG", "INFO"),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(PrintableFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=os.environ.get("VTBENCH_LOG", "INFO"), handlers=[handler])
     serve(args.socket, args.port, args.sandbox, args.workers, args.gpus, args.share_gpus)
 
 

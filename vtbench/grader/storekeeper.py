@@ -3,9 +3,10 @@ and what is removed.
 
 Trusted code, part of the grader process. It trusts the ledger (what validations,
 submissions and lineage records name a stored tree) and its own bookkeeping of the
-requests in flight. It trusts no episode: every intake runs under the episode's quota
-(``budgets.store_bytes``, the bytes of the distinct trees it brought into the store) and
-stops between two chunks once the episode is closed, so an intake cannot outlive its
+requests in flight. It trusts no episode: every intake and every snapshot runs under the
+episode's quota (``budgets.store_bytes``: the bytes of the distinct trees it brought into
+the store, and its snapshot history on disk) and an intake stops between two chunks once
+the episode is closed, so an intake cannot outlive its
 episode and hold the runner's workspace.
 
 Removal is safe only while no request could be about to use what is removed, so it
@@ -31,6 +32,7 @@ from vtbench.grader.intake import (
     sweep_incoming,
 )
 from vtbench.grader.ledger import Episode, Ledger
+from vtbench.layout import EpisodePaths
 
 log = logging.getLogger("vtbench.grader")
 STORED, REMOVED = "candidate_stored", "candidate_removed"
@@ -73,10 +75,15 @@ class StoreKeeper:
 
     def limits(self, episode: Episode) -> IntakeLimits:
         """Intake limits with the episode's quota left as the largest candidate."""
-        left = episode.budgets.store_bytes - self.stored_bytes(episode.id)
         default = IntakeLimits()
         return IntakeLimits(max_file_bytes=default.max_file_bytes, max_files=default.max_files,
-                            max_total_bytes=max(1, min(default.max_total_bytes, left)))
+                            max_total_bytes=max(1, min(default.max_total_bytes,
+                                                       self.left(episode))))
+
+    def left(self, episode: Episode) -> int:
+        """Bytes of the episode's quota not held by its stored trees or its snapshots."""
+        return max(0, episode.budgets.store_bytes - self.stored_bytes(episode.id)
+                   - snapshot_bytes(episode))
 
     def stored_bytes(self, episode_id: str) -> int:
         """Bytes of the distinct trees the episode brought in that are still stored."""
@@ -123,3 +130,13 @@ class StoreKeeper:
             if sum(self._in_flight.values()) == 0:
                 self._remove_unused(episode_id, sorted(self._trees_of(episode_id)))
                 self.sweep()
+
+
+def snapshot_bytes(episode: Episode) -> int:
+    """What the episode's snapshot history (``snapshots.git``) takes on disk."""
+    from vtbench.workspace import history_bytes
+
+    if episode.workspace is None:
+        return 0
+    git_dir = EpisodePaths.of_workspace(Path(episode.workspace)).snapshots
+    return history_bytes(git_dir) if git_dir.is_dir() else 0

@@ -14,12 +14,12 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vtbench.errors import GraderUnavailable, VtbenchError
+from vtbench.errors import GraderUnavailable, SnapshotRefused, VtbenchError
 from vtbench.grader.api import SubmissionAck
 from vtbench.grader.blame import describe, initial_system_control, judge
-from vtbench.grader.candidates import kept_snapshot, take
+from vtbench.grader.candidates import kept_snapshot, last_snapshot, take
 from vtbench.grader.ledger import Episode, Ledger
-from vtbench.grader.lineage import LineageBook, candidate_name
+from vtbench.grader.lineage import LineageBook, Snapshot, candidate_name
 from vtbench.grader.pipeline import PRISTINE, evaluate_stored, prepared_for
 from vtbench.grader.storekeeper import StoreKeeper
 
@@ -52,13 +52,23 @@ class Submissions:
                 self.store.discard_unused(episode.id, [c.hash for c in (
                     stored_model, stored_harness) if c is not None])
                 raise
-            with kept_snapshot(episode, f"submit {name}") as take_snapshot:
-                taken = take_snapshot()
-            self.lineage.see(episode.id, name, stored_model, "submission", lambda: taken)
+            taken = self._snapshot(episode, name)
+            self.lineage.see(episode, name, stored_model, "submission", lambda: taken)
             self.ledger.log_event(episode.id, "submission_snapshot", candidate=name,
                                   snapshot=taken.commit if taken else None)
         return SubmissionAck(episode=episode.id, model_hash=stored_model.hash,
                              harness_hash=harness_hash)
+
+    def _snapshot(self, episode: Episode, name: str) -> Snapshot | None:
+        """The submission's snapshot; the submission is recorded already, so a snapshot
+        refused (over the store quota) leaves it the latest one taken, with an event."""
+        try:
+            with kept_snapshot(episode, f"submit {name}", self.store) as take_snapshot:
+                return take_snapshot()
+        except SnapshotRefused as err:
+            self.ledger.log_event(episode.id, "snapshot_refused", candidate=name,
+                                  error=err.one_line())
+            return last_snapshot(episode)
 
     def score_pending(self, episode_id: str) -> None:
         """Score the episode's submission on the test split, if one waits for it."""

@@ -3,7 +3,10 @@ reserve, and (if asked) wait until a worker has settled it.
 
 Budget and episode state are checked before anything is copied or committed; a request
 refused after its intake (a free repeat that was not one, a concurrent request that took
-the last credit) leaves no unused tree in the store and no snapshot in the history. An
+the last credit) leaves no unused tree in the store and no snapshot in the history. A
+repeat whose result is cached takes no snapshot (it names the latest), so repeats, free
+or not, cannot grow the history; every other snapshot is bounded by the episode's store
+quota. An
 episode sees only its own validations (another episode's id is "not found").
 """
 
@@ -13,7 +16,7 @@ import time
 from vtbench.errors import NotFound, VtbenchError
 from vtbench.grader.api import ValidationView
 from vtbench.grader.cache import CacheKey, ResultCache
-from vtbench.grader.candidates import kept_snapshot, take
+from vtbench.grader.candidates import kept_snapshot, last_snapshot, take
 from vtbench.grader.intake import StoredCandidate
 from vtbench.grader.ledger import Episode, Ledger, Validation
 from vtbench.grader.lineage import LineageBook, candidate_name
@@ -54,11 +57,12 @@ class Validations:
                                                 harness, task.spec.harness_editable)
             key = cache_key(episode.id, task, "val", stored_model.hash,
                             stored_harness.hash if stored_harness else PRISTINE)
-            credit = 0 if repeat_is_free and self.cache.get(key) is not None else 1
+            repeat = self.cache.get(key) is not None
+            credit = 0 if repeat_is_free and repeat else 1
             trees = [c.hash for c in (stored_model, stored_harness) if c is not None]
             try:
                 self.ledger.check_can_validate(episode.id, credit)
-                validation_id = self._reserve(episode, model, stored_model, key, credit)
+                validation_id = self._reserve(episode, model, stored_model, key, credit, repeat)
             except VtbenchError:
                 self.store.discard_unused(episode.id, trees)
                 raise
@@ -69,17 +73,22 @@ class Validations:
         return self._wait(validation_id, timeout)
 
     def _reserve(self, episode: Episode, model: str, stored_model: StoredCandidate,
-                 key: CacheKey, credit: int) -> int:
-        """Snapshot D/T/H, reserve the validation, then record the candidate's lineage; a
-        refused reservation withdraws its snapshot."""
+                 key: CacheKey, credit: int, repeat: bool) -> int:
+        """Snapshot the workspace, reserve the validation, then record the candidate's
+        lineage; a refused reservation withdraws its snapshot. A repeat (its result is
+        cached: it trains and evaluates nothing new) of a candidate whose lineage is known
+        takes no snapshot: it names the latest one."""
         name = candidate_name(model)
-        with kept_snapshot(episode, f"validate {name}") as take_snapshot:
-            taken = take_snapshot()
+        with kept_snapshot(episode, f"validate {name}", self.store) as take_snapshot:
+            if repeat and self.lineage.needs_no_snapshot(episode.id, name, stored_model.hash):
+                taken = last_snapshot(episode)
+            else:
+                taken = take_snapshot()
             inputs = {"task": episode.task, "split": "val", "model_hash": stored_model.hash,
                       "harness_hash": key.harness_hash, "candidate": name,
                       "snapshot": taken.commit if taken else None}
             validation_id = self.ledger.reserve_validation(episode.id, inputs, credit=credit)
-        self.lineage.see(episode.id, name, stored_model, "validation", lambda: taken)
+        self.lineage.see(episode, name, stored_model, "validation", lambda: taken)
         return validation_id
 
     def _wait(self, validation_id: int, timeout: float) -> ValidationView:

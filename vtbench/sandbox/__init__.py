@@ -38,6 +38,10 @@ Backends (``get_sandbox(name)``; an unknown name lists the valid ones):
   and the differences from bwrap: ``vtbench.sandbox._docker``.
 - ``none`` (development only): no isolation, a loud warning on stderr at every start.
 
+Host programs (bwrap, socat, setpriv, prlimit) come from the tools folder of an offline
+install where there is one (``$VTBENCH_TOOLS_DIR``, else ``<sys.prefix>/vtbench-tools``),
+else from the system folders; :func:`sandbox_tools` says which bwrap and socat are in use.
+
 Limits: ``cpu_seconds``, ``memory_mb`` (address space), ``file_size_mb``,
 ``open_files`` are per-process rlimits set with ``prlimit``. ``pids``, ``cpus`` and the
 tree's memory use one cgroup per sandbox, never per uid: cgroup v2 (a group under the
@@ -90,10 +94,12 @@ from vtbench.sandbox._protocol import Sandbox
 from vtbench.sandbox._resolve import BACKENDS, get_sandbox
 from vtbench.sandbox._runtime import grant_socket, prepare_writable, python_runtime_mounts
 from vtbench.sandbox._spec import CompletedRun, Ending, Limits, Mount, SandboxSpec
+from vtbench.sandbox._tools import TOOLS_ENV, sandbox_tools
 
 __all__ = [
     "ALLOW_WEAK_LIMITS_ENV",
     "BACKENDS",
+    "TOOLS_ENV",
     "CgroupLimits",
     "CompletedRun",
     "Ending",
@@ -109,5 +115,6 @@ __all__ = [
     "limit_groups",
     "prepare_writable",
     "python_runtime_mounts",
+    "sandbox_tools",
     "weak_limits_allowed",
 ]

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from vtbench.errors import SandboxError, SandboxUnavailable
-from vtbench.sandbox import _cgroup, _launch
+from vtbench.sandbox import _cgroup, _launch, _tools
 from vtbench.sandbox._process import RunsToCompletion, SandboxProcess, Stream
 from vtbench.sandbox._relay import relay_argv, relay_bind, relay_wait
 from vtbench.sandbox._spec import SandboxSpec
@@ -202,6 +202,18 @@ class _Builder:
             source = _launch.staged_path(len(self.staged) - 1, source.is_dir())
         self.args += [kind, str(source), str(target)]
 
+    def executable(self, program: str) -> str:
+        """``program`` as the sandbox uid can run it: a tools folder it cannot reach (e.g.
+        under root-only /root) is staged like a mount source; its ``bin/`` wrapper finds
+        ``libexec/`` and ``lib/`` beside itself."""
+        path = Path(program)
+        if (not self.identity.drop or not _tools.in_tools_dir(program)
+                or _launch.reachable_by(path, self.identity)):
+            return program
+        self.staged.append(path.parent.parent)
+        staged = _launch.staged_path(len(self.staged) - 1, directory=True)
+        return str(staged / path.parent.name / path.name)
+
     def data(self, content: bytes, target: str) -> None:
         fd = _launch.memfd(content, "vtbench-sandbox-data")
         self.fds.append(fd)
@@ -263,6 +275,7 @@ class BwrapSandbox(RunsToCompletion):
         builder = _Builder(identity)
         builder.system(spec)
         builder.user(spec)
+        bwrap = builder.executable(bwrap)
         info_read, info_write = os.pipe()
         builder.finish(spec, info_write)
         args_fd = _launch.memfd(b"".join(a.encode() + b"\0" for a in builder.args), "bwrap-args")

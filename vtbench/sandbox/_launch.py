@@ -16,13 +16,13 @@ The same shell moves itself into the sandbox's cgroups, so every process is coun
 
 import os
 import pwd
-import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from vtbench.errors import SandboxUnavailable
 from vtbench.sandbox._spec import Limits
+from vtbench.sandbox._tools import tool
 
 SANDBOX_USER = "vtbench-sbx"
 STAGE_DIR = Path("/run/vtbench-sandbox-stage")
@@ -86,18 +86,6 @@ def reachable_by(path: Path, identity: Identity) -> bool:
         if not info.st_mode & bit:
             return False
     return True
-
-
-def tool(name: str) -> str:
-    """Absolute path of a host program the launcher needs, or a one-line error."""
-    found = shutil.which(name, path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-    if found is None:
-        package = {"bwrap": "bubblewrap", "setpriv": "util-linux", "prlimit": "util-linux"}
-        raise SandboxUnavailable(
-            f"{name} is not installed",
-            hint=f"apt-get install {package.get(name, name)}",
-        )
-    return found
 
 
 def rlimit_args(limits: Limits, nproc: bool) -> list[str]:

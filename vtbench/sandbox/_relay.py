@@ -9,11 +9,10 @@ connection retries until the socket appears and accepts.
 """
 
 import math
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vtbench.errors import SandboxUnavailable
+from vtbench.sandbox._tools import tool
 
 if TYPE_CHECKING:
     from vtbench.sandbox._spec import SandboxSpec
@@ -65,11 +64,9 @@ def _inside_socket(port: int, host: Path, lazy: bool) -> Path:
 
 
 def socat_path() -> str:
-    found = shutil.which("socat", path="/usr/local/bin:/usr/bin:/bin")
-    if found is None:
-        raise SandboxUnavailable("socat is not installed (needed for tcp_relays)",
-                                 hint="apt-get install socat")
-    return found
+    """socat as the host's tools lookup finds it (:mod:`vtbench.sandbox._tools`); the
+    runtime mounts make the same path valid inside the sandbox."""
+    return tool("socat")
 
 
 def relay_argv(relays: dict[int, Path], argv: list[str], inside: bool = True,

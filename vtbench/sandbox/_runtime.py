@@ -2,8 +2,11 @@
 
 :func:`python_runtime_mounts` makes the interpreter that runs vtbench usable inside a
 sandbox at the same paths: the virtual environment, the base interpreter it was made
-from (e.g. under ``/root/.pyenv/versions/``) and, for an editable install, the
-``vtbench`` package source folder only (never the rest of the repository: ``tasks/``
+from (e.g. under ``/root/.pyenv/versions/``), every other environment whose packages it
+reads (a venv that ``scripts/setup --offline`` chained onto a host's own venv, e.g. a GPU
+host's ``/opt/torch/.venv`` holding its CUDA torch, reaches it through a ``.pth`` file),
+the sandbox tools folder (socat runs inside for the relays) and, for an editable install,
+the ``vtbench`` package source folder only (never the rest of the repository: ``tasks/``
 holds scorers and reference solutions). All read-only. What the runtime contains is the
 leak audit's business, not this module's: a package that ships benchmark data must be
 kept out of the environment.
@@ -19,6 +22,9 @@ from pathlib import Path
 
 from vtbench.sandbox._launch import sandbox_identity
 from vtbench.sandbox._spec import Mount
+from vtbench.sandbox._tools import tools_dir
+
+_SITE_DIRS = ("site-packages", "dist-packages")
 
 
 def _within(path: Path, roots: list[Path]) -> bool:
@@ -35,11 +41,29 @@ def python_runtime_mounts(include_vtbench: bool = True) -> list[Mount]:
     executable = Path(sys.executable).resolve()
     if not _within(executable, [*roots, Path("/usr")]):
         roots.append(executable.parent)
+    tools = tools_dir()
+    for extra in [*_chained_environments(), *([tools] if tools else [])]:
+        if not _within(extra, [*roots, Path("/usr")]):
+            roots.append(extra)
     if include_vtbench:
         package = Path(__file__).resolve().parent.parent
         if not _within(package, roots):
             roots.append(package)
     return [Mount(source=root, target=root) for root in roots]
+
+
+def _chained_environments() -> list[Path]:
+    """Site folders on ``sys.path`` outside this interpreter's prefixes, each as its whole
+    environment where it is one (``<env>/lib/pythonX.Y/site-packages`` beside a
+    ``pyvenv.cfg``: its ``bin/`` and data files come along), else the folder itself."""
+    found: list[Path] = []
+    for entry in sys.path:
+        path = Path(entry).resolve() if entry else None
+        if path is None or path.name not in _SITE_DIRS or not path.is_dir():
+            continue
+        environment = path.parents[2] if len(path.parents) > 2 else path
+        found.append(environment if (environment / "pyvenv.cfg").is_file() else path)
+    return found
 
 
 def prepare_writable(path: Path) -> Path:

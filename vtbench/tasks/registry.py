@@ -16,7 +16,7 @@ from typing import get_args
 
 from vtbench import layout
 from vtbench.errors import SpecError, TaskNotFound
-from vtbench.spec import ServingBackend, TaskSpec, load_spec
+from vtbench.spec import ServingBackend, TaskSpec, load_spec, method_settings
 
 SERVING_BACKEND_ENV = "VTBENCH_SERVING_BACKEND"
 
@@ -41,6 +41,12 @@ class Task:
     @cached_property
     def reference(self) -> ModuleType:
         return import_file(self.root / self.spec.reference.module, f"{self.id}_reference")
+
+    @cached_property
+    def method_settings(self) -> dict[str, list[str]] | None:
+        """The trainer's settings that choose its method, per config file
+        (:func:`vtbench.spec.method_settings`); None when the pack has no table."""
+        return method_settings(self.root, self.spec.components.trainer.sources)
 
     def readme(self) -> str:
         return (self.root / "README.md").read_text()

@@ -5,8 +5,9 @@ the lineage of every candidate), read from ``snapshots.git`` beside the workspac
 from snapshot 0 only in ``data/*.jsonl`` (filter, light) and in ``trainer/config.toml``'s
 ``lr``, ``steps``, ``schedule`` and ``warmup_steps`` (tuner, light); never in the harness,
 the trainer's code or TASK.md; the data rows are rows of the shipped data or those rows in
-the harness's prompt format, with the same completion; every candidate was trained (no
-merge, no reuse)."""
+the harness's prompt format, with the same completion; every candidate was trained by the
+trainer's programs on the components (no merge, no reuse, nothing trained elsewhere), on
+the shipped data or trainer where the agent may not change them."""
 
 import json
 import subprocess
@@ -69,7 +70,26 @@ def assert_only_allowed_changes(record: EpisodeRecord, folder: Path, task: Path,
         assert len(kept) < len(shipped_rows)
         assert all((builder.normalize(builder.row_input(row)), row["completion"]) in shipped
                    and row["prompt"].startswith("Question: ") for row in kept)
+    assert_lineage_shows_only_allowed_changes(record, folder, data=data, config=config)
+
+
+def assert_lineage_shows_only_allowed_changes(record: EpisodeRecord, folder: Path, *,
+                                              data: bool, config: bool) -> None:
+    """Every candidate was trained by the trainer's programs on ``data/``, as the runner
+    saw it; the data and trainer trees it was trained on are the shipped ones where the
+    agent may not change them."""
+    first = git(folder, "rev-list", "--max-parents=0", "HEAD").strip()
     assert {c.origin for c in record.candidates} <= {"initial", "trained"}
+    for candidate in (c for c in record.candidates if c.origin == "trained"):
+        assert candidate.trained_with == "components", candidate
+        assert candidate.snapshot is not None
+        trees = {part: git(folder, "rev-parse", f"{candidate.snapshot}:{part}").strip()
+                 for part in ("data", "trainer")}
+        assert (candidate.data_hash, candidate.trainer_hash) == (trees["data"], trees["trainer"])
+        if not data:
+            assert candidate.data_hash == git(folder, "rev-parse", f"{first}:data").strip()
+        if not config:
+            assert candidate.trainer_hash == git(folder, "rev-parse", f"{first}:trainer").strip()
 
 
 def finished_episode(task: Path, agent: str, out: Path) -> tuple[EpisodeRecord, Path]:
