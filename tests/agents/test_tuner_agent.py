@@ -1,6 +1,6 @@
-"""The tuner baseline's edit: only ``lr``, ``steps`` and ``schedule`` of the trainer's
-config change, comments and every other line stay; and every tiny task's trainer has a
-config it can tune."""
+"""The tuner baseline's edit: only ``lr``, ``steps``, ``schedule`` and ``warmup_steps`` of
+the trainer's config change, comments and every other line stay; its first candidate is the
+usual recipe; and every tiny task's trainer has a config it can tune."""
 
 import shutil
 import tomllib
@@ -10,7 +10,13 @@ import pytest
 
 from vtbench import layout
 from vtbench.agents import AgentContext, get_agent
-from vtbench.agents.tuner_agent import TUNED, hyperparameters, set_hyperparameters
+from vtbench.agents.tuner_agent import (
+    TUNED,
+    hyperparameters,
+    recipe,
+    set_hyperparameters,
+    with_steps,
+)
 from vtbench.tasks import find_task
 
 TINY_TASKS = ("arith", "extract", "toolcalc", "dsl")
@@ -26,11 +32,13 @@ def changed_lines(before: str, after: str) -> list[tuple[str, str]]:
 def test_only_the_tuned_values_change_and_comments_stay(tmp_path: Path) -> None:
     config = Path(shutil.copy(SHIPPED, tmp_path / "config.toml"))
     before = config.read_text()
-    set_hyperparameters(config, {"lr": 0.003, "steps": 600, "schedule": "cosine"})
+    settings = {"lr": 0.003, "steps": 600, "schedule": "cosine", "warmup_steps": 30}
+    set_hyperparameters(config, settings)
     changes = changed_lines(before, config.read_text())
     assert [new for _, new in changes] == [
-        "steps = 600", "lr = 0.003", 'schedule = "cosine"   # "constant" or "cosine"']
-    assert hyperparameters(config) == {"lr": 0.003, "steps": 600, "schedule": "cosine"}
+        "steps = 600", "lr = 0.003", 'schedule = "cosine"   # "constant" or "cosine"',
+        "warmup_steps = 30"]
+    assert hyperparameters(config) == settings
     untouched = {k: v for k, v in tomllib.loads(before).items() if k not in TUNED}
     assert {k: v for k, v in tomllib.loads(config.read_text()).items()
             if k not in TUNED} == untouched
@@ -42,9 +50,21 @@ def test_a_tuned_key_the_config_lacks_is_added_and_no_other_key_is_written(
     config.write_text("steps = 10\nlr = 1e-3\n")
     set_hyperparameters(config, {"schedule": "constant"})
     assert config.read_text() == 'steps = 10\nlr = 1e-3\nschedule = "constant"\n'
+    assert hyperparameters(config) == {"steps": 10, "lr": 1e-3, "schedule": "constant",
+                                       "warmup_steps": 0}
     with pytest.raises(ValueError, match="batch_size"):
         set_hyperparameters(config, {"batch_size": 64})
     assert "batch_size" not in config.read_text()
+
+
+def test_the_first_candidate_doubles_the_steps_with_cosine_decay_and_a_warm_up() -> None:
+    shipped = hyperparameters(SHIPPED)
+    assert recipe(shipped) == {**shipped, "steps": 2 * shipped["steps"], "schedule": "cosine",
+                               "warmup_steps": round(0.05 * 2 * shipped["steps"])}
+    assert with_steps(recipe(shipped), 900) == {**recipe(shipped), "steps": 900,
+                                                "warmup_steps": 45}
+    assert set(recipe({"lr": 1.0, "steps": 2, "schedule": "constant", "warmup_steps": 0})) \
+        == set(TUNED)
 
 
 @pytest.mark.parametrize("task", TINY_TASKS)

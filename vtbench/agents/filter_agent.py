@@ -1,26 +1,34 @@
 """The filter baseline: it changes the data (D) only, and trains with the trainer as it is.
 
 1. validate the initial model;
-2. clean the training data (every ``data/*.jsonl``, taken together): drop malformed rows
-   (not JSON, not an object, no string ``prompt`` or ``completion``), repeats of a
-   (prompt, completion) pair, and every row of a prompt that appears with different
-   completions (its labels contradict each other);
+2. clean the training data (every ``data/*.jsonl``, taken together, :func:`filter_data`):
+   drop malformed rows (not JSON, not an object, no string ``prompt`` or ``completion``);
+   where the task has a row check (:mod:`vtbench.agents.row_checks`: the tiny tasks),
+   rewrite rows written in another format into the harness's prompt format, keeping their
+   content, and drop rows in a format it does not know and rows whose label does not check
+   out against their input; then drop repeats of a (prompt, completion) pair and every
+   row of a prompt that appears with different completions;
 3. train ``models/filtered`` with the unchanged trainer and config, validate it;
-4. submit the better of the two (the shared watchdog submits the best so far when the
-   deadline is near; a failed training leaves the initial model to submit).
+4. submit the better of the two; when that is the initial model, the data is put back as
+   it was first, so the submission's snapshot is the initial system's (the shared
+   watchdog submits the best so far when the deadline is near; a failed training leaves
+   the initial model to submit).
 
-Rows that stay keep their exact text and order; files other than ``*.jsonl`` are not
-touched. Runs inside the research sandbox (``python -m vtbench.agents.filter_agent``).
+It never makes a label or a row: every row it keeps is a row of the data, verbatim, or
+that row rewritten in the harness's format with the same content. Files other than
+``*.jsonl`` are not touched. Runs inside the research sandbox
+(``python -m vtbench.agents.filter_agent``).
 """
 
 import argparse
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vtbench.agents.scripted import WORKSPACE, BestSoFar, TrainingFailed, speaker, train
+from vtbench.agents.row_checks import Pair, RowCheck, row_check
+from vtbench.agents.scripted import WORKSPACE, BestSoFar, Say, TrainingFailed, speaker, train
 from vtbench.client import GraderClient
 
 say = speaker("filter")
@@ -29,80 +37,138 @@ say = speaker("filter")
 @dataclass
 class FilterCounts:
     kept: int = 0
+    rewritten: int = 0
+    """Kept rows rewritten into the harness's format (their content unchanged)."""
     malformed: int = 0
+    off_format: int = 0
+    """Rows in a format the task's check does not know."""
+    mislabelled: int = 0
+    """Rows whose label does not check out against their input (or cannot be checked)."""
     duplicates: int = 0
-    inconsistent: int = 0
+    contradicting: int = 0
     """Rows dropped because their prompt appears with different completions."""
 
     @property
     def dropped(self) -> int:
-        return self.malformed + self.duplicates + self.inconsistent
+        return (self.malformed + self.off_format + self.mislabelled + self.duplicates
+                + self.contradicting)
+
+    def __str__(self) -> str:
+        return (f"kept {self.kept} rows ({self.rewritten} rewritten into the harness's "
+                f"format); dropped {self.malformed} malformed, {self.off_format} in an "
+                f"unknown format, {self.mislabelled} whose label does not check out, "
+                f"{self.duplicates} duplicates, {self.contradicting} with contradicting "
+                "completions")
 
 
-def parse(line: str) -> tuple[str, str] | None:
-    """(prompt, completion) of a well-formed row, else None."""
+def parse(line: str) -> dict | None:
+    """A well-formed row (an object with string ``prompt`` and ``completion``), else None."""
     try:
         row = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(row, dict):
-        return None
-    prompt, completion = row.get("prompt"), row.get("completion")
-    if isinstance(prompt, str) and isinstance(completion, str):
-        return prompt, completion
+    if isinstance(row, dict) and isinstance(row.get("prompt"), str) \
+            and isinstance(row.get("completion"), str):
+        return row
     return None
 
 
-def filter_rows(lines: Sequence[str], counts: FilterCounts) -> list[bool]:
-    """Which of ``lines`` to keep (blank lines are not rows: they go)."""
-    pairs = [parse(line) if line.strip() else None for line in lines]
-    counts.malformed += sum(1 for line, pair in zip(lines, pairs, strict=True)
-                            if pair is None and line.strip())
+def checked(rows: list[dict | None], check: RowCheck | None,
+            counts: FilterCounts) -> list[Pair | None]:
+    """Each row's (prompt, completion) in the harness's format when it passes the task's
+    check, else None."""
+    pairs: list[Pair | None] = [(r["prompt"], r["completion"]) if r else None for r in rows]
+    if check is None:
+        return pairs
+    normalised = [check.normalise(pair) if pair else None for pair in pairs]
+    counts.off_format += sum(1 for p, n in zip(pairs, normalised, strict=True) if p and not n)
+    candidates = [pair for pair in normalised if pair]
+    verdicts = iter(check.consistent(candidates))
+    passing = [pair if pair and next(verdicts) else None for pair in normalised]
+    counts.mislabelled += sum(1 for n, p in zip(normalised, passing, strict=True) if n and not p)
+    return passing
+
+
+def filter_rows(lines: Sequence[str], counts: FilterCounts,
+                check: RowCheck | None = None) -> list[str | None]:
+    """What to write for each of ``lines``: the line itself, the row rewritten into the
+    harness's format, or None to drop it (blank lines are not rows: they go)."""
+    rows = [parse(line) if line.strip() else None for line in lines]
+    counts.malformed += sum(1 for line, row in zip(lines, rows, strict=True)
+                            if row is None and line.strip())
+    pairs = checked(rows, check, counts)
     completions: dict[str, set[str]] = defaultdict(set)
     for pair in pairs:
         if pair is not None:
             completions[pair[0]].add(pair[1])
-    seen: set[tuple[str, str]] = set()
-    keep = []
-    for pair in pairs:
+    seen: set[Pair] = set()
+    written: list[str | None] = []
+    for line, row, pair in zip(lines, rows, pairs, strict=True):
         if pair is not None and len(completions[pair[0]]) > 1:
-            counts.inconsistent += 1
+            counts.contradicting += 1
         elif pair is not None and pair in seen:
             counts.duplicates += 1
-        elif pair is not None:
+        elif pair is not None and row is not None:
             seen.add(pair)
-            keep.append(True)
+            written.append(rewritten(line, row, pair, counts))
             continue
-        keep.append(False)
-    counts.kept = sum(keep)
-    return keep
+        written.append(None)
+    counts.kept = sum(1 for line in written if line is not None)
+    return written
 
 
-def filter_data(data: Path) -> FilterCounts:
+def rewritten(line: str, row: dict, pair: Pair, counts: FilterCounts) -> str:
+    """The line verbatim when the check left its row as it was, else the row rewritten."""
+    if pair == (row["prompt"], row["completion"]):
+        return line
+    counts.rewritten += 1
+    return json.dumps({**row, "prompt": pair[0], "completion": pair[1]})
+
+
+def filter_data(data: Path, check: RowCheck | None = None) -> FilterCounts:
     """Rewrite every ``*.jsonl`` of ``data`` with only the rows that pass, together."""
     files = sorted(data.glob("*.jsonl"))
     lines = {path: path.read_text().splitlines() for path in files}
     everything = [line for path in files for line in lines[path]]
     counts = FilterCounts()
-    keep = iter(filter_rows(everything, counts))
+    written = iter(filter_rows(everything, counts, check))
     for path in files:
-        kept = [line for line in lines[path] if next(keep)]
+        kept = [line for line in (next(written) for _ in lines[path]) if line is not None]
         path.write_text("".join(line + "\n" for line in kept))
     return counts
+
+
+def clean_workspace_data(client: GraderClient, workspace: Path,
+                         tell: Say) -> tuple[FilterCounts, Callable[[], None]]:
+    """Filter ``data/`` with the check of the episode's task; returns the counts and a
+    function that puts the data back as it was."""
+    data = workspace / "data"
+    before = {path: path.read_bytes() for path in data.glob("*.jsonl")}
+    task = client.status().task
+    check = row_check(task, workspace)
+    counts = filter_data(data, check)
+    tell(f"{task}: {'checked rows against their inputs' if check else 'no row check'}; "
+         f"{counts}")
+
+    def restore() -> None:
+        for path, content in before.items():
+            path.write_bytes(content)
+
+    return counts, restore
 
 
 def run(client: GraderClient, seed: int, workspace: Path = WORKSPACE) -> None:
     board = BestSoFar(client, say)
     board.watch_the_clock()
     board.validate("models/initial")
-    counts = filter_data(workspace / "data")
-    say(f"kept {counts.kept} rows; dropped {counts.malformed} malformed, {counts.duplicates} "
-        f"duplicates, {counts.inconsistent} with contradicting completions")
-    if counts.dropped:
+    counts, restore = clean_workspace_data(client, workspace, say)
+    if counts.dropped or counts.rewritten:
         try:
             board.validate(train("filtered", seed, say, workspace))
         except TrainingFailed as err:
             say(str(err))
+    if board.best()[1] == "models/initial":
+        restore()
     board.submit_best("done")
 
 

@@ -14,6 +14,7 @@ AGENTS: dict[str, Callable[[], AgentAdapter]] = {
     "reference": ReferenceAgent,
     "filter": partial(ScriptedAgent, "filter", "vtbench.agents.filter_agent"),
     "tuner": partial(ScriptedAgent, "tuner", "vtbench.agents.tuner_agent"),
+    "light": partial(ScriptedAgent, "light", "vtbench.agents.light_agent"),
     **LLM_AGENTS,
 }
 

@@ -1,0 +1,170 @@
+"""The row checks of the lightweight baselines: each known junk format is rewritten into the
+harness's prompt format with the same content, each kind of label flaw the task's data has
+is caught by checking the row against its own input, and on every tiny task's public data
+the filter keeps no mislabelled row (judged by the task's trusted code) while keeping
+nearly every correct one."""
+
+import json
+import shutil
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from vtbench import layout
+from vtbench.agents.filter_agent import filter_data
+from vtbench.agents.row_checks import Arith, Dsl, Extract, Toolcalc, load_interpreter, row_check
+from vtbench.tasks import find_task
+from vtbench.tasks.registry import Task
+
+TINY_TASKS = ("arith", "extract", "toolcalc", "dsl")
+
+
+def dsl_check() -> Dsl:
+    interpreter = load_interpreter(layout.BUILTIN_TASKS / "dsl" / "public" / "harness" / "dsl.py")
+    assert interpreter is not None
+    return Dsl(interpreter)
+
+
+def test_arith_rewrites_the_short_prompt_and_drops_what_does_not_add_up() -> None:
+    check, question = Arith(), "Sue has 8 shells. Sue buys 23 more and gives away 9. How many?"
+    right = " 8+23=31. 31-9=22. Answer: 22"
+    assert check.normalise((f"Q: {question}\nA:", right)) == (
+        f"Question: {question}\nAnswer:", right)
+    assert check.normalise((f"Question: {question}\nAnswer:".upper(), right)) is None
+    assert check.normalise((f"Question: {question}\nAnswer:", " The answer is 22!!")) is None
+    rows = [(f"Question: {question}\nAnswer:", completion) for completion in (
+        right, " 8+23=31. 31-9=23. Answer: 23", " 8+23=31. 31-9=22. Answer: 21",
+        " 8+24=32. 32-9=23. Answer: 23", " 8+23=31. 31-9=-1. Answer: -1")]
+    assert check.consistent(rows) == [True, False, False, False, False]
+
+
+def test_extract_rewrites_every_junk_format_into_the_same_json_object() -> None:
+    check, text = Extract(), "Greta Hansen, 41, works as a florist in Ghent."
+    want = (f"Text: {text}\nJSON:",
+            ' {"name": "Greta Hansen", "age": 41, "city": "Ghent", "job": "florist"}')
+    for prompt, completion in (
+            (f"Sentence: {text}\nOutput:", want[1]),
+            (want[0], " {'name': 'Greta Hansen', 'age': 41, 'city': 'Ghent', 'job': 'florist'}"),
+            (want[0], ' {"name": "Greta Hansen", "age": "41", "city": "Ghent", "job": "florist"}'
+                      " // ok"),
+            (want[0], ' Result: {"name": "Greta Hansen", "age": 41, "city": "Ghent", '
+                      '"job": "florist"}')):
+        assert check.normalise((prompt, completion)) == want
+    assert check.normalise((want[0], " name: Greta Hansen")) is None
+
+
+def test_extract_drops_wrong_invented_partial_and_missing_fields() -> None:
+    check = Extract()
+    full = "Greta Hansen, 41, works as a florist in Ghent."
+    rows = [(f"Text: {text}\nJSON:", " " + json.dumps(label)) for text, label in (
+        (full, {"name": "Greta Hansen", "age": 41, "city": "Ghent", "job": "florist"}),
+        (full, {"name": "Greta Hansen", "age": 42, "city": "Ghent", "job": "florist"}),
+        (full, {"name": "Greta Hansen", "age": 41, "city": "Basel", "job": "florist"}),
+        (full, {"name": "Greta", "age": 41, "city": "Ghent", "job": "florist"}),
+        (full, {"name": "Greta Hansen", "age": 41, "job": "florist"}),
+        (full, {"name": "Greta Hansen", "city": "Ghent", "job": "florist"}),
+        ("Our new florist is Greta Hansen.", {"name": "Greta Hansen", "job": "florist",
+                                             "city": "Ghent"}),
+        ("Our new florist is Greta Hansen.", {"name": "Greta Hansen", "job": "florist"}))]
+    assert check.consistent(rows) == [True, False, False, False, False, False, False, True]
+
+
+def test_toolcalc_rewrites_spaced_calculator_lines_and_other_answer_words() -> None:
+    check, prompt = Toolcalc(), "Question: 21 boxes hold 909 pens each and 726 more are loose.\n"
+    want = (prompt, "Calc: 909*21+726=19815\nAnswer: 19815")
+    for completion in ("Calc: 909 x 21 + 726 = 19815\nAnswer: 19815",
+                       "Calc: 909*21+726=19815\nThe answer is 19815.",
+                       "Calc: 909*21+726=19815\nanswer= 19815"):
+        assert check.normalise((prompt, completion)) == want
+    assert check.normalise((prompt.replace("Question: ", "Q: "), want[1])) == want
+
+
+def test_toolcalc_drops_wrong_results_wrong_operations_and_unchecked_answers() -> None:
+    check = Toolcalc()
+    rows = [("Question: What is 47 times 83?\n", "Calc: 47*83=3901\nAnswer: 3901"),
+            ("Question: What is 47 times 83?\n", "Calc: 47*83=3900\nAnswer: 3900"),
+            ("Question: What is 47 times 83?\n", "Calc: 47+83=130\nAnswer: 130"),
+            ("Question: What is 47 times 83?\n", "Calc: 47*83=3901\nAnswer: 3900"),
+            ("Question: What is 47 times 83?\n", "Answer: 3901"),
+            ("Question: What is 136 plus 561?\n", "Calc: 136*561=76296\nAnswer: 76296"),
+            ("Question: A farm picked 136, 561 and 884 apples on 3 days. How many in total?\n",
+             "Calc: 136+561+884=1581\nAnswer: 1581"),
+            ("Question: What is 47 times 83?\n", "Calc: 47*84=3948\nAnswer: 3948")]
+    assert check.consistent(rows) == [True, False, False, False, False, False, True, False]
+
+
+def test_dsl_rewrites_programs_into_the_documented_syntax_and_runs_them_on_the_examples(
+        ) -> None:
+    check = dsl_check()
+    prompt = "in: abcd out: DCBAkqvz\nin: kite out: ETIKkqvz\nprogram:"
+    for completion in (" reverse | upper | append kqvz", " REVERSE | UPPER | APPEND KQVZ",
+                       " reverse, upper, append kqvz"):
+        assert check.normalise((prompt, completion)) == (prompt, " reverse | upper | append kqvz")
+    assert check.normalise(("no examples here", " upper")) is None
+    rows = [(prompt, " reverse | upper | append kqvz"), (prompt, " upper | append kqvz"),
+            (prompt, " reverse | upper | append")]
+    assert check.consistent(rows) == [True, False, False]
+
+
+@pytest.mark.parametrize("task", TINY_TASKS)
+def test_each_check_rewrites_into_the_prompt_its_task_harness_uses(task: str) -> None:
+    pack = find_task(task)
+    settings = [tomllib.loads((pack.root / source / "harness.toml").read_text())
+                for source in pack.spec.components.harness.sources
+                if (pack.root / source / "harness.toml").exists()]
+    check = row_check(task, pack.root / "public")
+    assert check is not None and settings[-1]["prompt"] == check.prompt
+
+
+def test_checking_dsl_rows_writes_nothing_into_the_harness(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as in a sandbox's Python
+    harness = shutil.copytree(layout.BUILTIN_TASKS / "dsl" / "public" / "harness",
+                              tmp_path / "harness")
+    before = sorted(p.relative_to(harness) for p in harness.rglob("*"))
+    check = row_check("dsl", tmp_path)
+    assert check is not None
+    assert check.consistent([("in: ab out: ABkqvz\nprogram:", " upper | append kqvz")]) == [True]
+    assert sorted(p.relative_to(harness) for p in harness.rglob("*")) == before
+
+
+def test_a_task_without_a_check_gets_none_and_so_only_generic_filtering(
+        tmp_path: Path) -> None:
+    assert row_check("humaneval", tmp_path) is None
+    assert row_check("dsl", tmp_path) is None  # no harness/dsl.py to run programs with
+
+
+def truth(task: Task, row: dict) -> bool:
+    """Whether a kept row's label is the true one, by the task's trusted code."""
+    builder, found = task.builder, task.builder.row_input(row)
+    if task.id == "arith":
+        return task.reference.worked_answer(found["question"]) == row["completion"]
+    if task.id == "extract":
+        return builder.true_label(found["text"]) == json.loads(row["completion"])
+    if task.id == "toolcalc":
+        expression = builder.true_expression(found["question"])
+        result = builder.evaluate_expression(expression)
+        return row["completion"] == f"Calc: {expression}={result}\nAnswer: {result}"
+    program = row["completion"].strip()
+    return all(builder.dsl.run(program, a) == b for a, b in found["examples"])
+
+
+@pytest.mark.parametrize(("task", "least"), [
+    ("arith", 900), ("extract", 1100), ("toolcalc", 600), ("dsl", 1150)])
+def test_on_every_tiny_task_the_filter_keeps_only_true_labels_of_inputs_it_was_given(
+        task: str, least: int, tmp_path: Path) -> None:
+    pack = find_task(task)
+    shutil.copytree(pack.root / "public" / "harness", tmp_path / "harness")
+    data = shutil.copytree(pack.root / "public" / "data", tmp_path / "data")
+    given = {pack.builder.normalize(pack.builder.row_input(json.loads(line)))
+             for line in (data / "train.jsonl").read_text().splitlines()}
+    counts = filter_data(data, row_check(task, tmp_path))
+    rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
+    assert len(rows) == counts.kept >= least
+    assert all(truth(pack, row) for row in rows)
+    assert {pack.builder.normalize(pack.builder.row_input(row)) for row in rows} <= given
+    assert len({row["prompt"] for row in rows}) == len(rows)
+    again = filter_data(data, row_check(task, tmp_path))
+    assert (again.dropped, again.rewritten) == (0, 0)

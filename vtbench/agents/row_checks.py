@@ -1,0 +1,260 @@
+"""What the lightweight baselines know about each tiny task's training rows: the harness's
+prompt format, the other formats the public data writes the same content in, and how a
+row's label can be checked against its own input.
+
+A check never makes a label: :meth:`RowCheck.normalise` rewrites a row into the format the
+harness prompts with (``Q: …\\nA:`` → ``Question: …\\nAnswer:``, a Python dict → JSON)
+keeping every value it holds, and :meth:`RowCheck.consistent` only says whether a row's
+label agrees with its input (extract: every value appears in the sentence; arith: the
+worked arithmetic checks out on the question's numbers). A row whose label cannot be
+checked does not pass. Everything here is read from public files (the task's README, its
+harness and its training data), as a careful agent in the research sandbox would.
+"""
+
+import ast
+import json
+import operator
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Protocol
+
+Pair = tuple[str, str]
+"""(prompt, completion) of one training row."""
+OPERATIONS: dict[str, Callable[[int, int], int]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
+class RowCheck(Protocol):
+    prompt: str
+    """The harness's prompt template (its ``harness.toml``), which normalised rows follow."""
+
+    def normalise(self, row: Pair) -> Pair | None:
+        """The row in the harness's format with the same content; None when its format is
+        not one the task's data is known to use."""
+        ...
+
+    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
+        """Whether each normalised row's label checks out against its input."""
+        ...
+
+
+def numbers(text: str) -> list[int]:
+    return [int(n) for n in re.findall(r"\d+", text)]
+
+
+def one_input(prompt: str, formats: Sequence[re.Pattern[str]]) -> str | None:
+    """The input text of a prompt written in one of ``formats`` (one group each)."""
+    for pattern in formats:
+        match = pattern.fullmatch(prompt)
+        if match:
+            return match[1]
+    return None
+
+
+class Arith:
+    """Worked answers ``" 8+23=31. 31-9=22. Answer: 22"``: both steps are right, they use
+    the question's three numbers, and the answer is the second step's result."""
+
+    prompt = "Question: {question}\nAnswer:"
+    FORMATS = (re.compile(r"Question: (.+)\nAnswer:", re.S), re.compile(r"Q: (.+)\nA:", re.S))
+    WORKED = re.compile(r" (\d+)([-+*])(\d+)=(\d+)\. (\d+)([-+*])(\d+)=(-?\d+)\. Answer: (-?\d+)")
+
+    def normalise(self, row: Pair) -> Pair | None:
+        question = one_input(row[0], self.FORMATS)
+        if question is None or not self.WORKED.fullmatch(row[1]):
+            return None
+        return self.prompt.format(question=question), row[1]
+
+    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
+        return [self.checks_out(prompt, completion) for prompt, completion in rows]
+
+    def checks_out(self, prompt: str, completion: str) -> bool:
+        question, worked = one_input(prompt, self.FORMATS), self.WORKED.fullmatch(completion)
+        if question is None or worked is None:
+            return False
+        a, op1, b, ab, ab2, op2, c, total, answer = worked.groups()
+        return (OPERATIONS[op1](int(a), int(b)) == int(ab) == int(ab2)
+                and OPERATIONS[op2](int(ab), int(c)) == int(total) == int(answer)
+                and sorted(numbers(question)) == sorted(map(int, (a, b, c))))
+
+
+class Extract:
+    """One JSON object of the fields a sentence states: every value appears in the
+    sentence, the name has a first and a last name (the README says so), and a field whose
+    value the sentence holds is not missing (a number is an age; cities and jobs are the
+    ones other rows' labels found in their sentences)."""
+
+    prompt = "Text: {text}\nJSON:"
+    FORMATS = (re.compile(r"Text: (.+)\nJSON:", re.S), re.compile(r"Sentence: (.+)\nOutput:", re.S))
+    FIELDS = ("name", "age", "city", "job")
+
+    def normalise(self, row: Pair) -> Pair | None:
+        text, label = one_input(row[0], self.FORMATS), self.label(row[1])
+        if text is None or label is None:
+            return None
+        return self.prompt.format(text=text), " " + json.dumps(label)
+
+    @staticmethod
+    def label(completion: str) -> dict[str, object] | None:
+        """The object a completion writes (JSON, a Python dict, after ``Result:`` or before
+        a ``//`` comment), with a number written as a string back to a number."""
+        text = re.sub(r"\s*//[^\n]*$", "", completion.strip()).removeprefix("Result:").strip()
+        try:
+            found = json.loads(text)
+        except ValueError:
+            try:
+                found = ast.literal_eval(text)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return None
+        if not isinstance(found, dict) or not all(isinstance(k, str) for k in found):
+            return None
+        return {key: number_or_same(value) for key, value in found.items()}
+
+    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
+        parsed = [(one_input(prompt, self.FORMATS) or "", self.label(completion) or {})
+                  for prompt, completion in rows]
+        stated = [self.values_stated(text, label) for text, label in parsed]
+        stated_labels = [label for (_, label), ok in zip(parsed, stated, strict=True) if ok]
+        vocabulary = {field: {str(label[field]) for label in stated_labels if field in label}
+                      for field in ("city", "job")}
+        return [ok and self.complete(text, label, vocabulary)
+                for (text, label), ok in zip(parsed, stated, strict=True)]
+
+    def values_stated(self, text: str, label: dict[str, object]) -> bool:
+        if not label or not set(label) <= set(self.FIELDS) or "name" not in label:
+            return False
+        name, age = label["name"], label.get("age")
+        if not isinstance(name, str) or len(name.split()) < 2:
+            return False
+        if age is not None and (type(age) is not int or age not in numbers(text)):
+            return False
+        words = [label[f] for f in ("name", "city", "job") if f in label]
+        return all(isinstance(w, str) and w.strip() and appears(w, text) for w in words)
+
+    @staticmethod
+    def complete(text: str, label: dict[str, object], vocabulary: dict[str, set[str]]) -> bool:
+        if numbers(text) and "age" not in label:
+            return False
+        return all(field in label or not any(appears(word, text) for word in words)
+                   for field, words in vocabulary.items())
+
+
+def number_or_same(value: object) -> object:
+    """A number written as a string (``"41"``) as the number; any other value as it is."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    return value
+
+
+def appears(words: str, text: str) -> bool:
+    """Whether ``words`` occur in ``text`` as whole words."""
+    return re.search(rf"(?<!\w){re.escape(words)}(?!\w)", text) is not None
+
+
+class Toolcalc:
+    """``Calc: EXPR=RESULT\\nAnswer: RESULT``: the expression uses the question's numbers
+    (a count like "on 3 days" may be left out), multiplies exactly where the question
+    names a product, and its result and the answer are right. A row that answers without
+    the calculator cannot be checked, so it does not pass."""
+
+    prompt = "Question: {question}\n"
+    FORMATS = (re.compile(r"Question: (.+)\n", re.S), re.compile(r"Q: (.+)\n", re.S))
+    CALC = re.compile(r"Calc: *([\d +*x]+?) *= *(\d+)")
+    ANSWER = re.compile(r"(?:Answer:|answer=|The answer is) *(\d+)\.?")
+    PRODUCT_WORDS = frozenset({"times", "multiply", "product", "hold", "holds", "each"})
+
+    def normalise(self, row: Pair) -> Pair | None:
+        question = one_input(row[0], self.FORMATS)
+        lines = row[1].split("\n")
+        if question is None or len(lines) > 2:
+            return None
+        prompt = self.prompt.format(question=question)
+        answer = self.ANSWER.fullmatch(lines[-1])
+        if len(lines) == 1:
+            return (prompt, f"Answer: {answer[1]}") if answer else None
+        calc = self.CALC.fullmatch(lines[0])
+        if calc is None or answer is None:
+            return None
+        expression = calc[1].replace("x", "*").replace(" ", "")
+        return prompt, f"Calc: {expression}={calc[2]}\nAnswer: {answer[1]}"
+
+    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
+        return [self.checks_out(prompt, completion) for prompt, completion in rows]
+
+    def checks_out(self, prompt: str, completion: str) -> bool:
+        question = one_input(prompt, self.FORMATS)
+        found = re.fullmatch(r"Calc: (\d+(?:[+*]\d+)*)=(\d+)\nAnswer: (\d+)", completion)
+        if question is None or found is None:
+            return False
+        expression, result, answer = found.groups()
+        used, given = Counter(numbers(expression)), Counter(numbers(question))
+        names_product = bool(self.PRODUCT_WORDS & set(re.findall(r"[a-z]+", question.lower())))
+        return (value(expression) == int(result) == int(answer) and used <= given
+                and used.total() >= given.total() - 1 and ("*" in expression) == names_product)
+
+
+def value(expression: str) -> int:
+    """A sum of products of integers."""
+    total = 0
+    for term in expression.split("+"):
+        product = 1
+        for factor in term.split("*"):
+            product *= int(factor)
+        total += product
+    return total
+
+
+class Dsl:
+    """A program for three examples: written in the documented syntax (``a | b``, lower
+    case), it reproduces every example with the task's own interpreter (``harness/dsl.py``)."""
+
+    prompt = "{examples}program:"
+    EXAMPLE = re.compile(r"in: (\S*) out: (\S*)")
+
+    def __init__(self, interpreter: ModuleType) -> None:
+        self.dsl = interpreter
+
+    def examples(self, prompt: str) -> list[list[str]] | None:
+        lines = prompt.split("\n")
+        if lines[-1] != "program:" or len(lines) < 2:
+            return None
+        found = [self.EXAMPLE.fullmatch(line) for line in lines[:-1]]
+        return [[m[1], m[2]] for m in found if m] if all(found) else None
+
+    def normalise(self, row: Pair) -> Pair | None:
+        if self.examples(row[0]) is None:
+            return None
+        steps = [step.strip() for step in re.split(r"[|,]", row[1].strip().lower())]
+        return row[0], " " + " | ".join(steps)
+
+    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
+        return [self.checks_out(prompt, completion) for prompt, completion in rows]
+
+    def checks_out(self, prompt: str, completion: str) -> bool:
+        examples = self.examples(prompt)
+        return bool(examples) and all(self.dsl.run(completion, source) == target
+                                      for source, target in examples or [])
+
+
+def load_interpreter(path: Path) -> ModuleType | None:
+    """The workspace's public DSL interpreter, or None where the task has none. It is
+    compiled here and no bytecode is written beside it: the harness stays as shipped."""
+    if not path.is_file():
+        return None
+    module = ModuleType("workspace_dsl")
+    module.__file__ = str(path)
+    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)
+    return module
+
+
+def row_check(task: str, workspace: Path) -> RowCheck | None:
+    """The check of a task's rows, or None for a task without one (only generic filtering)."""
+    if task == "dsl":
+        interpreter = load_interpreter(workspace / "harness" / "dsl.py")
+        return Dsl(interpreter) if interpreter else None
+    checks: dict[str, Callable[[], RowCheck]] = {
+        "arith": Arith, "extract": Extract, "toolcalc": Toolcalc}
+    return checks[task]() if task in checks else None
