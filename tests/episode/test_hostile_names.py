@@ -56,6 +56,9 @@ def inert(text: str) -> bool:
         and not any(line.startswith("forged line") for line in text.splitlines())
 
 
+pytestmark = pytest.mark.slow  # real episodes (minutes): the must-show of hostile names
+
+
 @pytest.fixture(scope="module")
 def hostile_episode(prepared_arith: Path, grader: Path,
                     tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
@@ -138,7 +141,6 @@ def test_the_report_and_the_inspect_export_show_hostile_names_as_data(
 HONEST = "vtbench validate --model models/initial && vtbench submit --model models/initial"
 
 
-@pytest.mark.slow  # two real episodes at once on the module's grader
 def test_hostile_names_in_one_episode_leave_another_sharing_the_grader_scored(
         prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
     runs = {}
