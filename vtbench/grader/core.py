@@ -36,7 +36,6 @@ import logging
 import secrets
 from pathlib import Path
 
-from vtbench.errors import SpecError
 from vtbench.grader import results
 from vtbench.grader.api import (
     CandidateView,
@@ -56,7 +55,7 @@ from vtbench.grader.cache import ResultCache
 from vtbench.grader.ledger import Episode, Ledger, RecoveryReport
 from vtbench.grader.lineage import LineageBook, candidate_views
 from vtbench.grader.merge import Merger
-from vtbench.grader.pipeline import inputs_intact, remember_prepared
+from vtbench.grader.pipeline import episode_budgets, inputs_intact, remember_prepared
 from vtbench.grader.storekeeper import StoreKeeper
 from vtbench.grader.submissions import Submissions
 from vtbench.grader.tokens import Gate, new_token
@@ -120,17 +119,13 @@ class Grader:
     def create_episode(self, task: str, digest: str, workspace: Path,
                        budgets: EpisodeBudgets | None = None,
                        spec: EpisodeSpec | None = None) -> EpisodeGrant:
-        """An episode on the task prepared under id ``task`` from the pack with ``digest``
-        (the one the runner checked); the ledger keeps both, never a path, and the
-        episode's ``spec`` whole, whose budgets the episode gets (else the task's)."""
+        """An episode on the task prepared under id ``task`` from the pack ``digest`` (the
+        runner checked it); the ledger keeps both, never a path, and ``spec`` whole, whose
+        budgets the episode gets (else the task's)."""
         from vtbench.prepare import prepared_by_id
 
-        if spec is not None and (spec.task, spec.task_digest) != (task, digest):
-            raise SpecError("the episode spec names another task or digest than the request")
         prepared = prepared_by_id(task, digest)
-        decided = spec.budgets if spec is not None else prepared.task.spec.budgets
-        budgets = budgets or EpisodeBudgets(validations=decided.validations,
-                                            compute_seconds=decided.grader_compute_seconds)
+        budgets = budgets or episode_budgets(prepared, spec)
         token, hashed = new_token()
         episode_id = f"ep-{secrets.token_hex(6)}"
         self.ledger.create_episode(episode_id, task, hashed, budgets,
@@ -192,3 +187,4 @@ class Grader:
     def merge(self, episode: Episode, request: MergeRequest) -> MergeResult:
         """Merge candidates into a new workspace folder; costs no validation credit."""
         return self.merger.merge(episode, request)
+

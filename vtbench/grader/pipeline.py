@@ -13,11 +13,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from vtbench import layout
-from vtbench.errors import GraderUnavailable
+from vtbench.errors import GraderUnavailable, SpecError
 from vtbench.grader import faults
+from vtbench.grader.api import EpisodeBudgets
 from vtbench.grader.cache import CacheKey
 from vtbench.grader.intake import stored, verify
 from vtbench.grader.ledger import Episode
+from vtbench.spec import EpisodeSpec
 
 if TYPE_CHECKING:
     from vtbench.prepare import PreparedTask
@@ -99,3 +101,13 @@ def without_store_paths(message: str) -> str:
         message = re.sub(re.escape(spelling) + r"/[0-9a-f]{64}/files/", "", message)
         message = re.sub(re.escape(spelling) + r"(/[^\s:]*)?", "the candidate", message)
     return message
+
+
+def episode_budgets(prepared: "PreparedTask", spec: EpisodeSpec | None) -> EpisodeBudgets:
+    """What the ledger holds of an episode's budgets (validations and compute): the spec's,
+    which must name the prepared task, else the task's own."""
+    if spec is not None and (spec.task, spec.task_digest) != (prepared.id, prepared.digest):
+        raise SpecError("the episode spec names another task or digest than the request")
+    decided = spec.budgets if spec is not None else prepared.task.spec.budgets
+    return EpisodeBudgets(validations=decided.validations,
+                          compute_seconds=decided.grader_compute_seconds)
