@@ -5,6 +5,7 @@ grader's ledger holds, and the report counts it with its reason. Whatever kills 
 validation was poor, the runner is killed with SIGKILL."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -104,6 +105,7 @@ def test_an_agent_that_kills_its_runner_after_a_poor_validation_is_scored_and_re
     assert shown.returncode == 0, shown.stderr[-2000:]
     text = report.read_text()
     assert text.startswith("# VibeTraining-Bench report\n\n1 episodes")
-    episode_row = next(line for line in text.splitlines() if line.startswith(f"| {folder.name}"))
-    assert "| runner_failed: the runner was killed by SIGKILL |" in episode_row
+    shown_name = re.sub(r"([\\`*_\[\]<>|!~&$])", r"\\\1", folder.name)  # Markdown-escaped
+    episode_row = next(line for line in text.splitlines() if line.startswith(f"| {shown_name}"))
+    assert "| runner\\_failed: the runner was killed by SIGKILL |" in episode_row
     assert "| +0.000 |" in episode_row
