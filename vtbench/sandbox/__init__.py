@@ -43,15 +43,17 @@ install where there is one (``$VTBENCH_TOOLS_DIR``, else ``<sys.prefix>/vtbench-
 else from the system folders; :func:`sandbox_tools` says which bwrap and socat are in use.
 
 Limits: ``cpu_seconds``, ``memory_mb`` (address space), ``file_size_mb``,
-``open_files`` are per-process rlimits set with ``prlimit``. ``pids``, ``cpus`` and the
-tree's memory use one cgroup per sandbox, never per uid: cgroup v2 (a group under the
-caller's own delegated group; ``cgroup.kill`` ends the tree) where it delegates memory and
-pids, else cgroup v1 groups where those controllers are writable (detected once:
-``_cgroup.support()``). Where neither limits memory and pids per sandbox, bwrap refuses
-to start a spec that asks for them (one line naming the fix) unless the operator allowed
-weak limits (``--allow-weak-limits``, environment ``VTBENCH_ALLOW_WEAK_LIMITS=1``); then
-``pids`` falls back to RLIMIT_NPROC, which counts all processes of the sandbox uid, so
-concurrent sandboxes share it. ``wall_seconds`` is enforced by a
+``open_files`` are per-process rlimits set with ``prlimit``. ``pids``, ``cpus``, ``cores``
+(a cpuset) and the tree's memory use one cgroup per sandbox, never per uid: cgroup v2 (a
+group under the caller's own delegated group; ``cgroup.kill`` ends the tree) where it
+delegates memory and pids, else cgroup v1 groups where those controllers are writable
+(detected once: ``_cgroup.support()``). Where neither limits memory and pids per sandbox,
+or no cpuset controller holds ``cores``, bwrap refuses to start a spec that asks for them
+(one line naming the fix) unless the operator allowed weak limits
+(``--allow-weak-limits``, environment ``VTBENCH_ALLOW_WEAK_LIMITS=1``); then ``pids``
+falls back to RLIMIT_NPROC, which counts all processes of the sandbox uid, so concurrent
+sandboxes share it, and ``cores`` to the launcher's affinity (:func:`on_cores`, which
+also pins trusted work of the caller's thread). ``wall_seconds`` is enforced by a
 watchdog thread of the parent; the tree kill ends the whole pid namespace, so children
 that ignore SIGTERM, double-fork or call setsid die too, and so does every process left
 behind when the command exits.
@@ -83,12 +85,13 @@ nodes of the host bound so that indexes keep their host meaning; with ``gpus=[]`
 device node is bound and CUDA sees no GPU).
 """
 
+from vtbench.sandbox._affinity import on_cores
 from vtbench.sandbox._cgroup import ALLOW_WEAK_ENV as ALLOW_WEAK_LIMITS_ENV
 from vtbench.sandbox._cgroup import CgroupSet as LimitGroups
 from vtbench.sandbox._cgroup import Support as CgroupLimits
+from vtbench.sandbox._cgroup import core_list, parse_core_list, weak_limits_allowed
 from vtbench.sandbox._cgroup import create as limit_groups
 from vtbench.sandbox._cgroup import support as cgroup_limits
-from vtbench.sandbox._cgroup import weak_limits_allowed
 from vtbench.sandbox._process import SandboxProcess
 from vtbench.sandbox._protocol import Sandbox
 from vtbench.sandbox._resolve import BACKENDS, get_sandbox
@@ -110,9 +113,12 @@ __all__ = [
     "SandboxProcess",
     "SandboxSpec",
     "cgroup_limits",
+    "core_list",
     "get_sandbox",
     "grant_socket",
     "limit_groups",
+    "on_cores",
+    "parse_core_list",
     "prepare_writable",
     "python_runtime_mounts",
     "sandbox_tools",

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from vtbench.errors import SandboxError, SandboxUnavailable
 from vtbench.sandbox import _cgroup, _launch, _tools
+from vtbench.sandbox._affinity import on_cores
 from vtbench.sandbox._process import RunsToCompletion, SandboxProcess, Stream
 from vtbench.sandbox._relay import relay_argv, relay_bind, relay_wait
 from vtbench.sandbox._spec import SandboxSpec
@@ -289,10 +290,12 @@ class BwrapSandbox(RunsToCompletion):
         ]
         fds = [args_fd, info_write, *builder.fds]
         try:
-            popen = subprocess.Popen(
-                outer, env=_LAUNCH_ENV, stdin=stdin, stdout=stdout, stderr=stderr,
-                pass_fds=fds, start_new_session=True, cwd="/",
-            )
+            # Where the cpuset holds the tree, the affinity is only its first moment's.
+            with on_cores(spec.limits.cores):
+                popen = subprocess.Popen(
+                    outer, env=_LAUNCH_ENV, stdin=stdin, stdout=stdout, stderr=stderr,
+                    pass_fds=fds, start_new_session=True, cwd="/",
+                )
         except BaseException:
             os.close(info_read)
             cgroups.remove()
@@ -307,19 +310,20 @@ class BwrapSandbox(RunsToCompletion):
 
 
 def _limited_cgroups(spec: SandboxSpec) -> _cgroup.CgroupSet:
-    """The sandbox's cgroups; refuses when memory or pids would not be limited per sandbox
-    and the operator has not allowed weak limits."""
+    """The sandbox's cgroups; refuses when memory, pids or cores would not be limited per
+    sandbox and the operator has not allowed weak limits."""
     limits = spec.limits
-    cgroups = _cgroup.create(limits.pids, limits.memory_mb, limits.cpus)
+    cgroups = _cgroup.create(limits.pids, limits.memory_mb, limits.cpus, cores=limits.cores)
     unlimited = [name for name, value, controller in (
-        ("memory_mb", limits.memory_mb, "memory"), ("pids", limits.pids, "pids"))
+        ("memory_mb", limits.memory_mb, "memory"), ("pids", limits.pids, "pids"),
+        ("cores", limits.cores, "cpuset"))
         if value is not None and controller not in cgroups.dirs]
     if unlimited and not _cgroup.weak_limits_allowed():
         cgroups.remove()
         raise SandboxUnavailable(
             f"no per-sandbox cgroup for {' and '.join(unlimited)} on this host "
             f"(limits: {_cgroup.support().describe()})",
-            hint="delegate a cgroup v2 subtree with memory and pids to the runner "
+            hint="delegate a cgroup v2 subtree with memory, pids and cpuset to the runner "
                  "(README: Sandbox limits), or pass --allow-weak-limits")
     return cgroups
 

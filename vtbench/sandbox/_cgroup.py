@@ -1,4 +1,4 @@
-"""Per-sandbox cgroups (v2, else v1) for memory, pids and CPU, and the whole-tree kill.
+"""Per-sandbox cgroups (v2, else v1) for memory, pids, CPU and cores, and the whole-tree kill.
 
 Which hierarchy gives per-sandbox limits is detected once per process (:func:`support`):
 
@@ -17,6 +17,13 @@ Which hierarchy gives per-sandbox limits is detected once per process (:func:`su
 
 The launcher moves itself into the group before it execs anything, so every process of
 the sandbox is counted from the first fork on.
+
+Cores (``cpuset``): a sandbox given ``cores`` runs on those cores only, through the cpuset
+controller (v2 ``cpuset.cpus``, memory nodes inherited; v1 ``cpuset.cpus`` and the parent's
+``cpuset.mems``, which a v1 group needs before a process may join it). A process cannot
+leave its cpuset by ``sched_setaffinity``; without the controller the caller may fall back
+to the affinity of the process it starts (:mod:`vtbench.sandbox._affinity`), which the
+process can widen again: a weak limit.
 """
 
 import contextlib
@@ -24,12 +31,13 @@ import functools
 import os
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 Mode = Literal["v2", "v1", "none"]
-CONTROLLERS = ("memory", "pids", "cpu")
+CONTROLLERS = ("memory", "pids", "cpu", "cpuset")
 RUNNER_LEAF = "vtbench-runner"
 """The leaf v2 group the caller's processes move into so that their parent may delegate."""
 ALLOW_WEAK_ENV = "VTBENCH_ALLOW_WEAK_LIMITS"
@@ -43,7 +51,7 @@ class Support:
 
     mode: Mode
     controllers: frozenset[str] = frozenset()
-    """Per-sandbox limits available: a subset of memory, pids, cpu."""
+    """Per-sandbox limits available: a subset of memory, pids, cpu, cpuset."""
     parents: tuple[tuple[str, Path], ...] = ()
     """(controller or "" for v2, folder new groups are made in)."""
 
@@ -225,6 +233,28 @@ def _counter(path: Path, key: str) -> int:
     return 0
 
 
+def core_list(cores: Sequence[int]) -> str:
+    """Cores as the kernel's lists spell them (``0,2,3``)."""
+    return ",".join(str(core) for core in sorted(set(cores)))
+
+
+def parse_core_list(text: str) -> list[int]:
+    """``0-2,5`` (``cpuset.cpus``, ``Cpus_allowed_list``) as ``[0, 1, 2, 5]``."""
+    cores: list[int] = []
+    for part in filter(None, text.strip().split(",")):
+        first, _, last = part.partition("-")
+        cores += range(int(first), int(last or first) + 1)
+    return cores
+
+
+def _cpuset_settings(cores: Sequence[int], parent: Path, v2: bool) -> dict[str, str]:
+    files = {"cpuset.cpus": core_list(cores)}
+    if not v2:  # a v1 cpuset starts empty; no process may join it before both are set
+        mems = (parent / "cpuset.mems").read_text().strip() if parent.exists() else ""
+        files["cpuset.mems"] = mems or "0"
+    return files
+
+
 def _settings(controller: str, value: float, v2: bool) -> dict[str, str]:
     if controller == "pids":
         return {"pids.max": str(int(value))}
@@ -251,11 +281,13 @@ def _make(folder: Path, files: dict[str, str]) -> bool:
 
 
 def create(pids: int | None, memory_mb: int | None, cpus: float | None = None,
-           host: Support | None = None) -> CgroupSet:
+           host: Support | None = None, cores: Sequence[int] | None = None) -> CgroupSet:
     """Make the groups that the requested limits need; skip any that cannot be made. With
-    v2 one group is always made, for the whole-tree kill."""
+    v2 one group is always made, for the whole-tree kill. ``cores``: the cores the group's
+    processes may run on (cpuset)."""
     host = host or support()
-    wanted = {"pids": pids, "memory": memory_mb, "cpu": cpus}
+    wanted: dict[str, float | None] = {"pids": pids, "memory": memory_mb, "cpu": cpus,
+                                       "cpuset": 1 if cores else None}
     result = CgroupSet(v2=host.mode == "v2")
     name = f"vtbench-{uuid.uuid4().hex[:12]}"
     for controller, parent in host.parents:
@@ -265,7 +297,8 @@ def create(pids: int | None, memory_mb: int | None, cpus: float | None = None,
             continue
         files: dict[str, str] = {}
         for limited, value in limits.items():
-            files.update(_settings(limited, value, result.v2))
+            files.update(_cpuset_settings(cores or [], parent, result.v2)
+                         if limited == "cpuset" else _settings(limited, value, result.v2))
         if _make(parent / name, files):
             for limited in limits or ["kill"]:
                 result.dirs[limited] = parent / name

@@ -11,8 +11,9 @@ Equivalences with bwrap (see ``_bwrap``):
   passwd/group/hosts/hostname and an empty resolv.conf, size-limited tmpfs (exec
   allowed) at /tmp and /dev/shm, an empty read-only /sys, a private cgroup namespace,
   then the spec's mounts, sockets and relays; GPU device nodes by ``--device``;
-- limits: ``--pids-limit``, ``--memory`` and ``--cpus`` for the whole tree (cgroups), the
-  per-process rlimits with the same ``prlimit`` as bwrap, run inside the container;
+- limits: ``--pids-limit``, ``--memory``, ``--cpus`` and ``--cpuset-cpus`` for the whole
+  tree (cgroups), the per-process rlimits with the same ``prlimit`` as bwrap, run inside
+  the container;
 - environment: exactly the spec's (values passed by name, ``--env NAME``, so they never
   appear on a command line; the variables Docker adds itself are removed with
   ``env -u``); names starting with ``DOCKER_`` are refused (the CLI would read them);
@@ -186,6 +187,8 @@ def _limit_flags(spec: SandboxSpec) -> list[str]:
         flags += ["--memory", f"{limits.memory_mb}m"]
     if limits.cpus is not None:
         flags += ["--cpus", str(limits.cpus)]
+    if limits.cores is not None:
+        flags += ["--cpuset-cpus", ",".join(str(core) for core in limits.cores)]
     tmp = f"rw,exec,nosuid,nodev,size={limits.tmp_mb}m,mode=1777"
     return [*flags, "--tmpfs", f"/tmp:{tmp}", "--tmpfs", f"/dev/shm:{tmp}",
             "--tmpfs", "/sys:ro,nosuid,nodev,noexec,size=4k,mode=0555"]

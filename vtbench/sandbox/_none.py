@@ -1,11 +1,11 @@
 """The ``none`` backend: no isolation at all, for development on hosts without bwrap.
 
 It prints a loud warning on stderr at every start. It keeps only what needs no
-isolation: the exact environment, the per-process rlimits, the wall-clock limit and the
-tree kill (a new process group; a process that leaves the group escapes it). Mounts are
-not applied: the command sees the whole host, and ``cwd`` is translated through the
-mounts to its host path. tcp_relays become host socat listeners on 127.0.0.1. Never use
-it for untrusted code.
+isolation: the exact environment, the per-process rlimits, the cores (as an affinity the
+command may widen), the wall-clock limit and the tree kill (a new process group; a process
+that leaves the group escapes it). Mounts are not applied: the command sees the whole
+host, and ``cwd`` is translated through the mounts to its host path. tcp_relays become
+host socat listeners on 127.0.0.1. Never use it for untrusted code.
 """
 
 import contextlib
@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 from vtbench.sandbox import _launch
+from vtbench.sandbox._affinity import on_cores
 from vtbench.sandbox._process import RunsToCompletion, SandboxProcess, Stream
 from vtbench.sandbox._relay import relay_argv, relay_wait
 from vtbench.sandbox._spec import SandboxSpec
@@ -55,10 +56,11 @@ class NoSandbox(RunsToCompletion):
             if spec.cwd == mount.target or mount.target in spec.cwd.parents:
                 cwd = str(mount.source / spec.cwd.relative_to(mount.target))
         prefix = [_launch.tool("prlimit"), *_launch.rlimit_args(spec.limits, nproc=False), "--"]
-        popen = subprocess.Popen(
-            [*prefix, *relay_argv(spec.tcp_relays, argv, inside=False,
-                                            lazy_seconds=relay_wait(spec))],
-            env=spec.command_env(), cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr,
-            start_new_session=True,
-        )
+        with on_cores(spec.limits.cores):  # the only hold it has on them: a weak one
+            popen = subprocess.Popen(
+                [*prefix, *relay_argv(spec.tcp_relays, argv, inside=False,
+                                      lazy_seconds=relay_wait(spec))],
+                env=spec.command_env(), cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr,
+                start_new_session=True,
+            )
         return SandboxProcess(popen, _GroupKiller(popen.pid), spec.limits)

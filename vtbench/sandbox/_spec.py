@@ -63,12 +63,25 @@ class Limits(Strict):
     cpus: float | None = Field(None, gt=0)
     """CPU bandwidth of the whole tree in cores (v2 ``cpu.max``, v1 CFS quota), where the
     cpu controller is delegated; not enforced otherwise."""
+    cores: list[int] | None = None
+    """CPU cores (host numbering) the whole tree may run on: a cpuset cgroup of its own (v2
+    or v1), which no process of the tree can leave; where the host has no cpuset controller,
+    bwrap refuses unless weak limits are allowed, and then only the launcher's affinity
+    holds (a process may widen it)."""
     file_size_mb: int | None = Field(None, ge=1)
     """Largest file a process may write (RLIMIT_FSIZE)."""
     open_files: int | None = Field(256, ge=16)
     """Most open file descriptors per process (RLIMIT_NOFILE)."""
     tmp_mb: int = Field(256, ge=1)
     """Size of the private tmpfs at /tmp (and of /dev/shm); it lives in memory."""
+
+
+    @field_validator("cores")
+    @classmethod
+    def _cores_valid(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and (not value or min(value) < 0):
+            raise ValueError("cores must name at least one core, each 0 or more")
+        return sorted(set(value)) if value is not None else None
 
 
 class SandboxSpec(Strict):
