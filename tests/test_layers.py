@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
         "processes",
         "spec",
         "sandbox",
+        "reservation",
         "models",
         "gateway",
         "grader.api",

@@ -281,6 +281,25 @@ class AgentChoice(Strict):
     """An LLM agent's reasoning effort; None: its CLI's default."""
 
 
+class Reservation(Strict):
+    """The compute held for one episode, taken when it starts (:mod:`vtbench.reservation`)."""
+
+    cores: list[int] = Field(min_length=1)
+    """CPU cores (host numbering) that the research sandbox and the grader's evaluations of
+    this episode's candidates (model server, harness sandbox, scorer) run on."""
+    gpus: list[int] = Field(default_factory=list)
+    """GPU indexes (``nvidia-smi``'s) the research sandbox holds."""
+    shared: bool = False
+    """Taken with ``--shared``: other shared episodes may run on the same cores, so the
+    results are marked "shared"; else no other episode's work runs on them."""
+
+    def describe(self) -> str:
+        """``cores 0,1; GPUs 3`` (and ``; shared``), as the record and the report say it."""
+        gpus = ",".join(map(str, self.gpus)) or "none"
+        return (f"cores {','.join(map(str, self.cores))}; GPUs {gpus}"
+                + ("; shared" if self.shared else ""))
+
+
 class EpisodeSpec(Strict):
     """Everything one episode runs with, decided once (:meth:`decide`) and carried whole:
     written into the episode's record, sent to the grader when the episode is registered
@@ -299,10 +318,13 @@ class EpisodeSpec(Strict):
     """The task's budgets with the episode's own wall clock (``--budget-minutes``)."""
     resources: Resources
     """What the research sandbox may use (the task's ``resources``)."""
+    reservation: Reservation | None = None
+    """The cores and GPUs held for the episode (None in specs from before reservations)."""
 
     @classmethod
     def decide(cls, task: str, digest: str, spec: "TaskSpec", agent: AgentChoice, seed: int,
-               budget_minutes: float | None = None) -> "EpisodeSpec":
+               budget_minutes: float | None = None,
+               reservation: Reservation | None = None) -> "EpisodeSpec":
         """The episode's spec from the task's and the caller's choices: a budget given
         replaces the task's wall clock; every other budget is the task's."""
         budgets = spec.budgets
@@ -310,7 +332,12 @@ class EpisodeSpec(Strict):
             budgets = Budgets.model_validate({**budgets.model_dump(),
                                               "wall_clock_minutes": budget_minutes})
         return cls(task=task, task_digest=digest, agent=agent, seed=seed, budgets=budgets,
-                   resources=spec.resources)
+                   resources=spec.resources, reservation=reservation)
+
+    @property
+    def cores(self) -> list[int] | None:
+        """The reserved cores, None where nothing was reserved."""
+        return self.reservation.cores if self.reservation is not None else None
 
     @property
     def wall_clock_seconds(self) -> float:
