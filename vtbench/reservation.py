@@ -100,6 +100,10 @@ class CoreAllocator:
             taken = self._take(count, holder, shared, exact)
             if isinstance(taken, tuple):
                 break
+            never = count > len(self.cores) or not set(exact or []) <= set(self.cores)
+            if never:
+                raise CoresTaken(taken, hint="run it on a host with more cores "
+                                 f"(${ALLOWED_ENV} restricts which ones vtbench may use)")
             if time.monotonic() >= deadline:
                 raise CoresTaken(taken, hint="wait for those episodes to end, pass "
                                  "--wait-for-cores MINUTES, or run with --shared")

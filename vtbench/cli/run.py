@@ -19,7 +19,16 @@ def summary(record: "EpisodeRecord", record_path: Path) -> dict[str, object]:
             "validations_used": record.validations_used, "stop_reason": record.stop_reason,
             "sandbox_limits": (record.provenance.sandbox_limits_detail or "unrecorded")
             + (", weak limits allowed" if record.provenance.weak_limits_allowed else ""),
+            "reserved": reserved_line(record),
             "record_path": str(record_path)}
+
+
+def reserved_line(record: "EpisodeRecord") -> str:
+    """``cores 1; GPUs none (cpuset)``, with ``; shared`` where the cores were shared."""
+    if record.spec is None or record.spec.reservation is None:
+        return "unrecorded"
+    held_by = record.provenance.cores_held_by
+    return record.spec.reservation.describe() + (f" ({held_by})" if held_by else "")
 
 
 def run(
@@ -46,7 +55,13 @@ def run(
              "says why its runner failed after the agent started.")] = None,
     allow_weak_limits: Annotated[bool, typer.Option(
         help="Run untrusted code even where no cgroup (v2 or v1) limits memory and processes "
-             "per sandbox; the episode record says so.")] = False,
+             "per sandbox, or holds its cores; the episode record says so.")] = False,
+    shared: Annotated[bool, typer.Option(
+        help="Share the episode's cores with other shared episodes instead of holding them "
+             "alone; the record and the report say \"shared\" beside the result.")] = False,
+    wait_for_cores: Annotated[float, typer.Option(
+        help="Minutes to wait for free cores (and GPUs) where other episodes hold them; "
+             "0 refuses at once, naming who holds them.")] = 0.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result object.")] = False,
 ) -> None:
     """Run one episode; the agent's submission is scored on the hidden test split."""
@@ -62,7 +77,8 @@ def run(
         raise VtbenchError("--close finishes an interrupted episode", hint="pass --resume DIR")
     options = RunOptions(task=task or "", agent=agent or "", seed=seed,
                          budget_minutes=budget_minutes, out=out, sandbox=sandbox, model=model,
-                         reasoning_effort=reasoning_effort, gateway_config=gateway_config)
+                         reasoning_effort=reasoning_effort, gateway_config=gateway_config,
+                         shared=shared, wait_for_cores_minutes=wait_for_cores)
     record, path = run_episode(options, events=lambda line: err_console.log(line),
                                resume=resume, close=close)
     result = summary(record, path)

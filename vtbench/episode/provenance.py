@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from importlib import metadata
 from pathlib import Path
+from typing import Literal
 
 from vtbench import layout
 from vtbench.episode.record import Hardware, Provenance
@@ -60,9 +61,19 @@ def hardware() -> Hardware:
                     gpus=[gpu.name for gpu in inventory()])
 
 
+def cores_held_by(sandbox: str) -> Literal["cpuset", "affinity"]:
+    """How the research sandbox is kept on its reserved cores: a cpuset (docker's, or a
+    cgroup's where the host gives bwrap one), else only an affinity its processes may widen
+    (weak limits allowed, or the ``none`` backend)."""
+    if sandbox == "docker" or (sandbox == "bwrap" and "cpuset" in cgroup_limits().controllers):
+        return "cpuset"
+    return "affinity"
+
+
 def provenance(prepared: PreparedTask, sandbox: str) -> Provenance:
     limits = cgroup_limits()
-    return Provenance(vtbench_version=vtbench_version(), vtbench_commit=vtbench_commit(),
+    return Provenance(cores_held_by=cores_held_by(sandbox),
+                      vtbench_version=vtbench_version(), vtbench_commit=vtbench_commit(),
                       task_digest=prepared.digest, method_settings=prepared.task.method_settings,
                       sandbox=sandbox, hardware=hardware(),
                       serving_backend=prepared.task.serving_backend,

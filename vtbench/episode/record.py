@@ -87,7 +87,11 @@ class Provenance(Record):
     """The limits in words, e.g. ``cgroup v2 (cpu, memory, pids; cgroup.kill)``."""
     weak_limits_allowed: bool = False
     """The operator passed ``--allow-weak-limits``: sandboxes may have run without
-    per-sandbox memory and pids limits (processes counted per uid)."""
+    per-sandbox memory and pids limits (processes counted per uid), or off their cpuset."""
+    cores_held_by: Literal["cpuset", "affinity"] | None = None
+    """What kept the research sandbox on its reserved cores (``spec.reservation``): a
+    cpuset it cannot leave, or (weak limits allowed, no cpuset controller) an affinity its
+    processes may widen; None in records from before reservations."""
     sandbox_tools: dict[str, str] = Field(default_factory=dict)
     """Where bwrap and socat came from: system folders, or the tools folder of an offline
     install (``$VTBENCH_TOOLS_DIR`` or ``<prefix>/vtbench-tools``)."""

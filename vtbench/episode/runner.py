@@ -22,6 +22,7 @@ whose runner failed after its agent started without running the agent again.
 import json
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +52,6 @@ from vtbench.errors import VtbenchError
 from vtbench.gpus import (
     MEMORY_FRACTION_ENV,
     SHARED_MEMORY_FRACTION,
-    GpuAllocator,
     GpusUnavailable,
     episode_gpu_count,
     host_gpus,
@@ -61,8 +61,9 @@ from vtbench.grader.tokens import operator_token
 from vtbench.layout import EpisodePaths
 from vtbench.prepare import PreparedTask, load_prepared, prepared_by_id
 from vtbench.printable import unfailing
+from vtbench.reservation import reserve
 from vtbench.sandbox import Mount, SandboxProcess, get_sandbox, prepare_writable
-from vtbench.spec import AgentChoice, EpisodeSpec, Resources
+from vtbench.spec import AgentChoice, EpisodeSpec, Reservation, Resources
 from vtbench.tasks import find_task
 from vtbench.tasks.registry import Task
 from vtbench.tasks.store import atomic_write
@@ -87,6 +88,11 @@ class RunOptions:
     reasoning_effort: str | None = None
     gateway_config: Path | None = None
     """The operator's LLM gateway file (LLM agents); default ``$VTBENCH_GATEWAY_CONFIG``."""
+    shared: bool = False
+    """Take cores that other shared episodes may hold too (``--shared``); the record and
+    the report then say "shared" beside the result."""
+    wait_for_cores_minutes: float = 0.0
+    """How long to wait for free cores and GPUs before refusing (0: refuse at once)."""
 
 
 def now(at: float | None = None) -> str:
@@ -133,15 +139,19 @@ def recorded_spec(record: EpisodeRecord, prepared: PreparedTask) -> EpisodeSpec:
                               record.seed, record.budget_minutes)
 
 
-def start_episode(prepared: PreparedTask, options: RunOptions, events: Events,
+def new_episode(task_id: str, options: RunOptions) -> Episode:
+    """The folder a new episode will have (not made yet)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    slug = options.agent.replace("command:", "command-").replace("/", "_").replace(" ", "_")[:40]
+    return Episode(options.out.resolve() / f"{task_id}-{slug}-s{options.seed}-{stamp}")
+
+
+def start_episode(prepared: PreparedTask, options: RunOptions, spec: EpisodeSpec,
+                  episode: Episode, events: Events,
                   began: float) -> tuple[Episode, EpisodeRecord]:
     task = prepared.task
     agent = get_agent(options.agent)
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    slug = options.agent.replace("command:", "command-").replace("/", "_").replace(" ", "_")[:40]
-    episode = Episode(options.out.resolve() / f"{task.id}-{slug}-s{options.seed}-{stamp}")
     episode.folder.mkdir(parents=True)
-    spec = episode_spec(prepared, options)
     limit_disk(episode, spec.resources, events)
     models = workspace_copies(prepared)
     create_workspace(task, episode.workspace, episode.snapshots, models["models/base"],
@@ -159,6 +169,17 @@ def start_episode(prepared: PreparedTask, options: RunOptions, events: Events,
     return episode, record
 
 
+def reserved(spec: EpisodeSpec, holder: str, options: RunOptions,
+             events: Events) -> AbstractContextManager[Reservation]:
+    """Hold the episode's cores and GPUs: the ones its spec names (a resumed episode), else
+    the task's ``resources`` of them, exclusive unless ``--shared``."""
+    resources, kept = spec.resources, spec.reservation
+    gpus = episode_gpu_count(resources.gpus, resources.optional_gpus)
+    return reserve(resources.cpus, gpus, holder, kept.shared if kept else options.shared,
+                   exact=kept, wait_seconds=options.wait_for_cores_minutes * 60,
+                   on_wait=events)
+
+
 def limit_disk(episode: Episode, resources: Resources, events: Events) -> None:
     reason = unavailable()
     if reason is None:
@@ -171,9 +192,10 @@ def limit_disk(episode: Episode, resources: Resources, events: Events) -> None:
 
 def run_agent(episode: Episode, record: EpisodeRecord, spec: EpisodeSpec, task: Task,
               client: GraderClient, sockets: dict[str, Path], options: RunOptions,
-              events: Events, began: float) -> tuple[str, float]:
-    """Run the agent in its sandbox, on the task's GPUs, until it exits, submits or
-    reaches the deadline; returns why it stopped and when its last interval ended.
+              events: Events, began: float, held: Reservation) -> tuple[str, float]:
+    """Run the agent in its sandbox, on the episode's reserved cores and GPUs (``held``),
+    until it exits, submits or reaches the deadline; returns why it stopped and when its
+    last interval ended.
     ``sockets``: the grader's and, for LLM agents, the gateway's; ``began``: when this
     runner started (its set-up until the agent starts is its own time)."""
     state, agent = episode.state(), get_agent(record.agent)
@@ -188,25 +210,21 @@ def run_agent(episode: Episode, record: EpisodeRecord, spec: EpisodeSpec, task: 
                            gateway_url=f"http://127.0.0.1:{GATEWAY_PORT}"
                            if "gateway" in sockets else None)
     prepare_writable(episode.workspace)
-    resources = spec.resources
-    gpus = GpuAllocator().hold(episode_gpu_count(resources.gpus, resources.optional_gpus),
-                               f"episode {record.episode_id}")
-    with gpus as held, relayed_sockets(sockets) as relayed, \
-            output_pipe(episode.agent_log) as output:
-        record.gpus = [f"{gpu.index}: {gpu.name}" for gpu in held]
-        record.gpu_shared_with_grader = shares_with_grader([gpu.index for gpu in held])
+    with relayed_sockets(sockets) as relayed, output_pipe(episode.agent_log) as output:
+        names = {gpu.index: gpu.name for gpu in host_gpus()}
+        record.gpus = [f"{index}: {names.get(index, 'unknown')}" for index in held.gpus]
+        record.gpu_shared_with_grader = shares_with_grader(held.gpus)
         if record.gpu_shared_with_grader:
             events("GPU shared with the grader (each side may take "
                    f"{SHARED_MEMORY_FRACTION:.0%} of its memory)")
         shared_env = ({MEMORY_FRACTION_ENV: str(SHARED_MEMORY_FRACTION)}
                       if record.gpu_shared_with_grader else {})
         sandbox = research_spec(task, agent, episode.workspace, relayed["grader"],
-                                state["token"], remaining, resources,
+                                state["token"], remaining, spec.resources, held.cores,
                                 gateway_socket=relayed.get("gateway"),
                                 extra_env={**agent.environment(context), **shared_env})
         sandbox = sandbox.model_copy(update={
-            "mounts": [*sandbox.mounts, *runtime_mounts(agent)],
-            "gpus": [gpu.index for gpu in held]})
+            "mounts": [*sandbox.mounts, *runtime_mounts(agent)], "gpus": held.gpus})
         events("leak audit of everything the agent will see")
         audit_sandbox(task, sandbox.mounts, episode, state)
         deadline = {DEADLINE_ENV: str(int(time.time() + remaining))}
@@ -215,7 +233,8 @@ def run_agent(episode: Episode, record: EpisodeRecord, spec: EpisodeSpec, task: 
         episode.save(record)  # before the agent runs any code
         process = get_sandbox(options.sandbox).start(agent.command(context), sandbox,
                                                      stdout=output, stderr=output)
-        events(f"agent {agent.name} started ({remaining / 60:.1f} min left)")
+        events(f"agent {agent.name} started ({remaining / 60:.1f} min left, on "
+               f"{held.describe()})")
         processes = ProcessWatch(process.pid, Places(episode.workspace,
                                                      read_only_places(sandbox.mounts)),
                                  save_to=episode.processes)
@@ -336,19 +355,27 @@ def run_episode(options: RunOptions, events: Events = lambda line: None, resume:
             raise VtbenchError(f"the agent of {episode.folder} never started: nothing to close",
                                hint="resume it without --close")
         prepared = prepared_by_id(record.task, record.provenance.task_digest)
+        spec = recorded_spec(record, prepared)
     else:
         task = find_task(options.task)
         refuse_missing_gpus(task)
         refuse_unconfigured_agent(options)
         prepared = load_prepared(task)
-        episode, record = start_episode(prepared, options, events, began)
-    disk = WorkspaceDisk(episode.workspace)
-    try:
-        disk.attach()
-        record = run_started(episode, record, options, events, began, prepared, close)
-        disk.settle()
-    finally:
-        disk.detach()
+        spec, episode = episode_spec(prepared, options), new_episode(task.id, options)
+    with reserved(spec, f"episode {episode.folder.name}", options, events) as held:
+        began = time.time()  # a wait for cores is nobody's time
+        events(f"reserved {held.describe()}")
+        if resume is None:
+            spec = spec.model_copy(update={"reservation": held})
+            episode, record = start_episode(prepared, options, spec, episode, events, began)
+        disk = WorkspaceDisk(episode.workspace)
+        try:
+            disk.attach()
+            record = run_started(episode, record, options, events, began, prepared, held,
+                                 close)
+            disk.settle()
+        finally:
+            disk.detach()
     return record, episode.record
 
 
@@ -369,9 +396,10 @@ def refuse_unconfigured_agent(options: RunOptions) -> None:
 
 
 def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
-                events: Events, began: float, prepared: PreparedTask,
+                events: Events, began: float, prepared: PreparedTask, held: Reservation,
                 close: str | None = None) -> EpisodeRecord:
-    """From the grader's episode to the finished record (``close``: see :func:`run_episode`)."""
+    """From the grader's episode to the finished record, on the cores and GPUs ``held``
+    (``close``: see :func:`run_episode`)."""
     spec = recorded_spec(record, prepared)
     with running_grader(options.sandbox) as grader:
         events(f"grader log: {grader_log()}")
@@ -391,7 +419,7 @@ def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
                                  record.episode_id, spec.budgets, episode.folder) as gateway:
                 sockets = {"grader": grader, **({"gateway": gateway} if gateway else {})}
                 reason, agent_ended = run_agent(episode, record, spec, task, client, sockets,
-                                                options, events, began)
+                                                options, events, began, held)
         except VtbenchError:
             record.status = "failed"
             episode.save(record)

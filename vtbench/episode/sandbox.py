@@ -58,10 +58,11 @@ def playbook_mounts(task: Task) -> tuple[list[Mount], Path]:
 
 def research_spec(task: Task, agent: AgentAdapter, workspace: Path, grader_socket: Path,
                   token: str, wall_seconds: float, resources: Resources,
-                  gateway_socket: Path | None = None,
+                  cores: list[int] | None = None, gateway_socket: Path | None = None,
                   extra_env: dict[str, str] | None = None) -> SandboxSpec:
     """The research sandbox of an episode: its limits from the episode's ``resources``
-    (:class:`~vtbench.spec.EpisodeSpec`), its wall clock the time the episode has left."""
+    (:class:`~vtbench.spec.EpisodeSpec`), on its reserved ``cores``, its wall clock the
+    time the episode has left."""
     mounts = [*python_runtime_mounts(), *workspace_mounts(task, workspace)]
     env = {"PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home",
            "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
@@ -76,6 +77,7 @@ def research_spec(task: Task, agent: AgentAdapter, workspace: Path, grader_socke
     return SandboxSpec(
         mounts=mounts, env=env, cwd=INSIDE_WORKSPACE,
         limits=Limits(wall_seconds=wall_seconds, memory_mb=int(memory_gb * 4096), pids=512,
+                      cores=cores,
                       file_size_mb=max(1, int(resources.max_file_gb * 1024)),
                       open_files=4096, tmp_mb=1024),
         unix_sockets={INSIDE_GRADER: grader_socket}, tcp_relays=relays)

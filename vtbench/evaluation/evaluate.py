@@ -5,6 +5,11 @@ Does not trust: the model weights (safetensors only, loaded by the server), the 
 harness (sandboxed, inputs only) and anything the harness writes (parsed defensively).
 A fixed-harness task always runs the task's pristine harness with its fixed decoding,
 whatever harness the caller passes; the result says which ran.
+
+Given ``cores`` (an episode's reservation), every part runs on them: the model server (a
+cpuset of its own, else its affinity), the harness sandbox (a cpuset) and the scoring (the
+calling thread is pinned to them for the whole evaluation), so one episode's validation
+never takes a core from another episode's training.
 """
 
 import shutil
@@ -13,12 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vtbench.evaluation.harness import finish_harness, start_harness
+from vtbench.evaluation.harness import Cores, finish_harness, start_harness
 from vtbench.evaluation.result import EvaluationResult
 from vtbench.evaluation.scoring import score_outputs
 from vtbench.evaluation.standby import evaluation_folder, replenish
 from vtbench.models.serving import serve_model
-from vtbench.sandbox import get_sandbox
+from vtbench.sandbox import get_sandbox, on_cores
 from vtbench.tasks.materialize import materialize
 from vtbench.tasks.registry import Task
 from vtbench.tasks.store import load_split
@@ -49,18 +54,29 @@ def evaluate(
     on_progress: Callable[[int, int], None] | None = None,
     timeout: float | None = None,
     standby: bool = True,
+    cores: Cores = None,
 ) -> EvaluationResult:
     """Score (model, harness) on ``split``; ``harness_dir`` None means the task's initial one.
 
     ``timeout`` caps the harness's wall clock below the task's own limit. With ``standby``
     the harness runs in a sandbox started ahead (:mod:`vtbench.evaluation.standby`) when
-    one is ready, and the next one starts while the model generates."""
+    one is ready, and the next one starts while the model generates. ``cores``: where every
+    part of it runs (see the module)."""
+    with on_cores(cores):
+        return _evaluate(task, model_dir, split, harness_dir, items, sandbox, on_progress,
+                         timeout, standby, cores)
+
+
+def _evaluate(task: Task, model_dir: Path, split: str, harness_dir: Path | None,
+              items: list[dict[str, Any]] | None, sandbox: str,
+              on_progress: Callable[[int, int], None] | None, timeout: float | None,
+              standby: bool, cores: Cores) -> EvaluationResult:
     items = items if items is not None else load_split(task, split)
     started = time.monotonic()
     harness_spec = task.spec.components.harness
     decoding = None if harness_spec.editable else harness_spec.decoding.model_dump()  # type: ignore[union-attr]
     backend = get_sandbox(sandbox)
-    with evaluation_folder(backend, standby) as (workdir, waiting):
+    with evaluation_folder(backend, standby, cores) as (workdir, waiting):
         harness, which = stage_harness(task, harness_dir, workdir)
         server_started = time.monotonic()
         limit = min(timeout or float("inf"), harness_spec.timeout_seconds)
@@ -70,7 +86,7 @@ def evaluate(
         with serve_model(model_dir, socket=workdir / "server" / "model.sock",
                          backend=task.serving_backend,
                          log_path=workdir / "model.log", ready=False,
-                         startup_timeout=SERVER_STARTUP_SECONDS) as server:
+                         startup_timeout=SERVER_STARTUP_SECONDS, cores=cores) as server:
             # Its clock starts when the server is ready: the model's load is not its time.
             if waiting is not None:
                 launched = waiting.launch(harness_spec.entry, items, cpu_limit, decoding)
@@ -78,7 +94,7 @@ def evaluate(
                 launched = start_harness(
                     backend, harness, harness_spec.entry, items, server.socket, workdir,
                     limit, decoding, lazy=True, grace=SERVER_STARTUP_SECONDS,
-                    cpu_seconds=cpu_limit)
+                    cpu_seconds=cpu_limit, cores=cores)
             try:
                 server.wait_ready()
             except BaseException:
@@ -86,7 +102,7 @@ def evaluate(
                 raise
             ready = time.monotonic()
             if standby:  # the next validation's sandbox starts while this one generates
-                replenish(backend)
+                replenish(backend, cores)
             run = finish_harness(
                 launched, (lambda done: on_progress(done, len(items))) if on_progress else None,
                 check=server.check_alive, deadline=ready + limit)

@@ -35,6 +35,8 @@ MAX_OUTPUT_FILE_MB = 64
 PIDS = 1024
 """Processes and threads of the harness. Without cgroup v1 this is one RLIMIT_NPROC that
 every sandbox of the uid shares, so it leaves room for evaluations running in parallel."""
+Cores = list[int] | None
+"""The cores an evaluation runs on (an episode's reservation), None: wherever the grader runs."""
 INSIDE_HARNESS = Path("/harness")
 INSIDE_IO = Path("/io")
 
@@ -63,13 +65,15 @@ class HarnessRun:
 
 def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
                  timeout: float, lazy: bool = False, grace: float = 0.0,
-                 cpu_limited: bool = True, cpu_seconds: float | None = None) -> SandboxSpec:
+                 cpu_limited: bool = True, cpu_seconds: float | None = None,
+                 cores: Cores = None) -> SandboxSpec:
     """The harness sees the Python runtime, its own folder, its io folder and the relay
     (with ``lazy``, to a socket that may appear after the start). ``grace`` extends the
     wall-clock limit by the server's startup time: the caller then enforces ``timeout``
     from when the server is ready (:func:`finish_harness`'s ``deadline``). Without
     ``cpu_limited`` the command must set its own CPU limit (a standby's launcher does);
-    with it, the limit is ``cpu_seconds`` (``timeout`` when None)."""
+    with it, the limit is ``cpu_seconds`` (``timeout`` when None). ``cores``: where the
+    harness runs (a cpuset)."""
     path = f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin"
     return SandboxSpec(
         mounts=[*python_runtime_mounts(), Mount(source=harness_dir, target=INSIDE_HARNESS),
@@ -78,7 +82,7 @@ def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
         cwd=INSIDE_HARNESS,
         limits=Limits(wall_seconds=timeout + grace,
                       cpu_seconds=int(cpu_seconds or timeout) + 1 if cpu_limited else None,
-                      memory_mb=8192, pids=PIDS, file_size_mb=MAX_OUTPUT_FILE_MB),
+                      memory_mb=8192, pids=PIDS, file_size_mb=MAX_OUTPUT_FILE_MB, cores=cores),
         tcp_relays={RELAY_PORT: server_socket},
         lazy_relays=lazy,
         socket_wait_seconds=timeout + grace if lazy else 10.0,
@@ -107,11 +111,12 @@ def start_harness(
     lazy: bool = False,
     grace: float = 0.0,
     cpu_seconds: float | None = None,
+    cores: Cores = None,
 ) -> StartedHarness:
     """Write the inputs and start the harness. With ``lazy`` the server's socket need not
     exist yet: its folder is bound instead, so it must hold nothing but the socket, and
     the socket must be connectable by the sandbox uid (mode 0666 or :func:`grant_socket`);
-    ``grace`` and ``cpu_seconds``: see :func:`harness_spec`."""
+    ``grace``, ``cpu_seconds`` and ``cores``: see :func:`harness_spec`."""
     io_dir = workdir / "io"
     io_dir.mkdir(parents=True)
     write_inputs(io_dir, instances)
@@ -122,7 +127,7 @@ def start_harness(
     stderr_path = workdir / "harness.stderr"
     with stderr_path.open("wb") as stderr:
         spec = harness_spec(harness_dir, io_dir, server_socket, timeout, lazy, grace,
-                            cpu_seconds=cpu_seconds)
+                            cpu_seconds=cpu_seconds, cores=cores)
         process = sandbox.start(harness_argv(entry, decoding), spec,
                                 stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr)
     return StartedHarness(process, io_dir, stderr_path, started)

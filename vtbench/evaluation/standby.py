@@ -13,7 +13,8 @@ first on ``sys.path``), or else ``exec``s it. So the harness runs with the uid, 
 environment it would get from :func:`harness.start_harness`; only its process was started
 earlier. A standby serves one harness, is replaced as it is taken, and the replacement is
 started by one long-lived thread (bwrap dies with the thread that started it); all die with
-this process.
+this process. A standby runs on the cores it was started for (an episode's reserved cores,
+or none named) and stands in only for a harness of those cores.
 """
 
 import atexit
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from vtbench.evaluation.harness import (
+    Cores,
     StartedHarness,
     harness_argv,
     harness_spec,
@@ -86,7 +88,7 @@ else:
 class Standby:
     """A started harness sandbox waiting for its harness (see the module docstring)."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Sandbox, cores: Cores = None) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="vtbench-eval-"))
         os.chmod(self.folder, 0o711)
         for name, mode in (("harness", 0o755), ("server", 0o711)):
@@ -95,7 +97,8 @@ class Standby:
         self.stderr_path = self.folder / "harness.stderr"
         with self.stderr_path.open("wb") as stderr:
             self.process: SandboxProcess = sandbox.start(
-                [sys.executable, "-c", LAUNCHER], standby_spec(self.folder), stdin=subprocess.PIPE,
+                [sys.executable, "-c", LAUNCHER], standby_spec(self.folder, cores),
+                stdin=subprocess.PIPE,
                 stdout=stderr, stderr=stderr)
 
     def alive(self) -> bool:
@@ -123,18 +126,18 @@ class Standby:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def standby_spec(folder: Path) -> SandboxSpec:
-    """A harness's sandbox spec around ``folder``, with no CPU limit yet (the launcher sets
-    the harness's) and a wall-clock limit for waiting."""
+def standby_spec(folder: Path, cores: Cores = None) -> SandboxSpec:
+    """A harness's sandbox spec around ``folder``, on ``cores``, with no CPU limit yet (the
+    launcher sets the harness's) and a wall-clock limit for waiting."""
     return harness_spec(folder / "harness", folder / "io", folder / "server" / "model.sock",
                         STANDBY_SECONDS, lazy=True, grace=SOCKET_WAIT_SECONDS,
-                        cpu_limited=False)
+                        cpu_limited=False, cores=cores)
 
 
-def spec_key(sandbox: Sandbox) -> str:
+def spec_key(sandbox: Sandbox, cores: Cores = None) -> str:
     """What a standby shares with every harness sandbox it may stand in for: the backend
-    and the spec, up to the folder."""
-    return sandbox.name + "\n" + standby_spec(Path("/FOLDER")).model_dump_json()
+    and the spec (its cores included), up to the folder."""
+    return sandbox.name + "\n" + standby_spec(Path("/FOLDER"), cores).model_dump_json()
 
 
 class _Pool:
@@ -144,27 +147,27 @@ class _Pool:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._ready: dict[str, Standby] = {}
-        self._wanted: queue.SimpleQueue[Sandbox] = queue.SimpleQueue()
+        self._wanted: queue.SimpleQueue[tuple[Sandbox, Cores]] = queue.SimpleQueue()
         self._starting: set[str] = set()
         self._thread: threading.Thread | None = None
 
-    def take(self, sandbox: Sandbox) -> Standby | None:
-        """A live standby for ``sandbox`` if one is ready."""
+    def take(self, sandbox: Sandbox, cores: Cores = None) -> Standby | None:
+        """A live standby for ``sandbox`` on ``cores`` if one is ready."""
         with self._lock:
-            standby = self._ready.pop(spec_key(sandbox), None)
+            standby = self._ready.pop(spec_key(sandbox, cores), None)
         if standby is not None and not standby.alive():
             standby.close()
             return None
         return standby
 
-    def replenish(self, sandbox: Sandbox) -> None:
-        """Start a standby for ``sandbox`` unless one is ready or starting."""
-        key = spec_key(sandbox)
+    def replenish(self, sandbox: Sandbox, cores: Cores = None) -> None:
+        """Start a standby for ``sandbox`` on ``cores`` unless one is ready or starting."""
+        key = spec_key(sandbox, cores)
         with self._lock:
             if key in self._ready or key in self._starting:
                 return
             self._starting.add(key)
-            self._wanted.put(sandbox)
+            self._wanted.put((sandbox, cores))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._start_forever, daemon=True,
                                                 name="harness-standby-starter")
@@ -172,10 +175,10 @@ class _Pool:
 
     def _start_forever(self) -> None:
         while True:
-            sandbox = self._wanted.get()
-            key = spec_key(sandbox)
+            sandbox, cores = self._wanted.get()
+            key = spec_key(sandbox, cores)
             try:
-                standby: Standby | None = Standby(sandbox)
+                standby: Standby | None = Standby(sandbox, cores)
             except Exception:  # no standby: validations start their own sandbox
                 standby = None
             with self._lock:
@@ -187,9 +190,10 @@ class _Pool:
             if old is not None:
                 old.close()
 
-    def wait(self, sandbox: Sandbox, timeout: float) -> bool:
-        """Until a standby for ``sandbox`` is ready (True) or none is starting (False)."""
-        key = spec_key(sandbox)
+    def wait(self, sandbox: Sandbox, timeout: float, cores: Cores = None) -> bool:
+        """Until a standby for ``sandbox`` on ``cores`` is ready (True) or none is starting
+        (False)."""
+        key = spec_key(sandbox, cores)
         deadline = time.monotonic() + timeout
         with self._lock:
             while key not in self._ready and key in self._starting:
@@ -208,26 +212,28 @@ _pool = _Pool()
 atexit.register(_pool.close_all)
 
 
-def warm(sandbox: Sandbox, timeout: float = 30.0) -> bool:
-    """Start a standby for ``sandbox`` and wait for it (e.g. before a first validation);
-    says whether one is ready."""
-    replenish(sandbox)
-    return sandbox.name == "bwrap" and _pool.wait(sandbox, timeout)
+def warm(sandbox: Sandbox, timeout: float = 30.0, cores: Cores = None) -> bool:
+    """Start a standby for ``sandbox`` on ``cores`` and wait for it (e.g. before a first
+    validation); says whether one is ready."""
+    replenish(sandbox, cores)
+    return sandbox.name == "bwrap" and _pool.wait(sandbox, timeout, cores)
 
 
-def replenish(sandbox: Sandbox) -> None:
-    """Start the next standby for ``sandbox`` in the background (bwrap only). Best called
-    while the model generates, when the start competes least with the validation's own."""
+def replenish(sandbox: Sandbox, cores: Cores = None) -> None:
+    """Start the next standby for ``sandbox`` on ``cores`` in the background (bwrap only).
+    Best called while the model generates, when the start competes least with the
+    validation's own."""
     if sandbox.name == "bwrap":
-        _pool.replenish(sandbox)
+        _pool.replenish(sandbox, cores)
 
 
 @contextlib.contextmanager
-def evaluation_folder(sandbox: Sandbox,
-                      use_standby: bool = True) -> Iterator[tuple[Path, Standby | None]]:
+def evaluation_folder(sandbox: Sandbox, use_standby: bool = True,
+                      cores: Cores = None) -> Iterator[tuple[Path, Standby | None]]:
     """A folder for one evaluation, with ``server/`` made, and with ``use_standby`` the
-    standby sandbox around it when one is ready (bwrap only); removed afterwards."""
-    standby = _pool.take(sandbox) if use_standby and sandbox.name == "bwrap" else None
+    standby sandbox on ``cores`` around it when one is ready (bwrap only); removed
+    afterwards."""
+    standby = _pool.take(sandbox, cores) if use_standby and sandbox.name == "bwrap" else None
     if standby is not None:
         try:
             yield standby.folder, standby

@@ -117,8 +117,10 @@ def judge(err: BaseException, control: Callable[[], None]) -> Blame:
                  f"{time.monotonic() - started:.1f}s")
 
 
-def initial_system_control(prepared: "PreparedTask", sandbox: str) -> Callable[[], None]:
-    """Evaluate the initial system on the first validation item, raising if it fails."""
+def initial_system_control(prepared: "PreparedTask", sandbox: str,
+                           cores: list[int] | None = None) -> Callable[[], None]:
+    """Evaluate the initial system on the first validation item (on ``cores``, the
+    episode's), raising if it fails."""
 
     def control() -> None:
         from vtbench.evaluation import evaluate
@@ -126,7 +128,8 @@ def initial_system_control(prepared: "PreparedTask", sandbox: str) -> Callable[[
 
         items = load_split(prepared.task, "val")[:1]
         result = evaluate(prepared.task, prepared.initial_model, "val", None, items=items,
-                          sandbox=sandbox, timeout=CONTROL_TIMEOUT_SECONDS, standby=False)
+                          sandbox=sandbox, timeout=CONTROL_TIMEOUT_SECONDS, standby=False,
+                          cores=cores)
         if result.error:
             raise GraderUnavailable(f"the initial system's control run failed: {result.error}")
 

@@ -55,7 +55,12 @@ from vtbench.grader.cache import ResultCache
 from vtbench.grader.ledger import Episode, Ledger, RecoveryReport
 from vtbench.grader.lineage import LineageBook, candidate_views
 from vtbench.grader.merge import Merger
-from vtbench.grader.pipeline import episode_budgets, inputs_intact, remember_prepared
+from vtbench.grader.pipeline import (
+    SPEC_EVENT,
+    episode_budgets,
+    inputs_intact,
+    remember_prepared,
+)
 from vtbench.grader.storekeeper import StoreKeeper
 from vtbench.grader.submissions import Submissions
 from vtbench.grader.tokens import Gate, new_token
@@ -130,11 +135,20 @@ class Grader:
         episode_id = f"ep-{secrets.token_hex(6)}"
         self.ledger.create_episode(episode_id, task, hashed, budgets,
                                    workspace=str(workspace.resolve()), task_digest=digest)
-        remember_prepared(episode_id, prepared)
+        remember_prepared(episode_id, prepared, spec)
         if spec is not None:
-            self.ledger.log_event(episode_id, "episode_spec", spec=spec.model_dump(mode="json"))
+            self.ledger.log_event(episode_id, SPEC_EVENT, spec=spec.model_dump(mode="json"))
+            self._standby_on(spec.cores)
         self.lineage.record_initial(episode_id, workspace.resolve())
         return EpisodeGrant(episode=episode_id, token=token)
+
+    def _standby_on(self, cores: list[int] | None) -> None:
+        """Start the harness sandbox of the episode's first validation, on its cores."""
+        from vtbench.evaluation.standby import replenish
+        from vtbench.sandbox import get_sandbox
+
+        if cores and self.sandbox == "bwrap":
+            replenish(get_sandbox(self.sandbox), cores)
 
     def operator_status(self) -> OperatorStatus:
         return results.operator_status(self.ledger)

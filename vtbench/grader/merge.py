@@ -69,7 +69,9 @@ from vtbench.grader.candidates import kept_snapshot, take, workspace_of
 from vtbench.grader.intake import StoredCandidate, intake_from
 from vtbench.grader.ledger import Episode, Ledger
 from vtbench.grader.lineage import LineageBook, Snapshot
+from vtbench.grader.pipeline import episode_cores
 from vtbench.grader.storekeeper import StoreKeeper
+from vtbench.sandbox import on_cores
 from vtbench.workspace import exists_at
 
 log = logging.getLogger("vtbench.grader")
@@ -309,7 +311,8 @@ class Merger:
                 trees.append(parents[name].hash)
             build = layout.grader_home() / "merges" / uuid.uuid4().hex
             try:
-                merged = self._build(episode, request, parents, build / "out")
+                with on_cores(episode_cores(self.ledger, episode.id)):  # the episode's cores
+                    merged = self._build(episode, request, parents, build / "out")
                 trees.append(merged.hash)
                 with staged(build / "out", workspace) as publish:
                     taken = self._publish(episode, request, parents, merged, publish)

@@ -4,6 +4,9 @@ to the evaluation pipeline, and the cache key that names such an evaluation.
 Trusts the candidate store (trees verified by hash at intake and at recovery) and the
 evaluation pipeline (:mod:`vtbench.evaluation`). Messages meant for the agent lose the
 store's paths here, which name the host's private store.
+
+An episode's evaluations run on the cores its spec reserved (:func:`episode_cores`): the
+spec the runner registered it with, held in memory and kept in the ledger for a restart.
 """
 
 import logging
@@ -18,7 +21,7 @@ from vtbench.grader import faults
 from vtbench.grader.api import EpisodeBudgets
 from vtbench.grader.cache import CacheKey
 from vtbench.grader.intake import stored, verify
-from vtbench.grader.ledger import Episode
+from vtbench.grader.ledger import Episode, Ledger
 from vtbench.spec import EpisodeSpec
 
 if TYPE_CHECKING:
@@ -31,14 +34,34 @@ PRISTINE = "pristine"
 
 
 _resolved: dict[str, "PreparedTask"] = {}
+_cores: dict[str, list[int] | None] = {}
 _resolving = threading.Lock()
+SPEC_EVENT = "episode_spec"
+"""The ledger event that keeps an episode's spec whole."""
 
 
-def remember_prepared(episode_id: str, prepared: "PreparedTask") -> None:
-    """Hold the task an episode was registered with (resolved once, at registration)."""
+def remember_prepared(episode_id: str, prepared: "PreparedTask",
+                      spec: EpisodeSpec | None = None) -> None:
+    """Hold the task an episode was registered with (resolved once, at registration) and
+    the cores its spec reserved."""
     with _resolving:
         _resolved[episode_id] = prepared
+        _cores[episode_id] = spec.cores if spec is not None else None
     log.info("episode %s: task %s resolved", episode_id, prepared.id)
+
+
+def episode_cores(ledger: Ledger, episode_id: str) -> list[int] | None:
+    """The cores the episode's evaluations run on: its spec's reservation (None where its
+    spec reserved none, or it was registered without a spec)."""
+    with _resolving:
+        if episode_id in _cores:
+            return _cores[episode_id]
+    specs = [event["detail"]["spec"] for event in ledger.events(episode_id)
+             if event["kind"] == SPEC_EVENT]
+    cores = EpisodeSpec.model_validate(specs[-1]).cores if specs else None
+    with _resolving:
+        _cores[episode_id] = cores
+    return cores
 
 
 def prepared_for(episode: Episode) -> "PreparedTask":
@@ -77,8 +100,10 @@ def inputs_intact(inputs: dict[str, Any]) -> bool:
 
 
 def evaluate_stored(task: Any, split: str, model_hash: str, harness_hash: str, sandbox: str,
-                    timeout: float | None = None) -> tuple[dict[str, Any], float]:
-    """Run the evaluation pipeline on stored trees; returns (result, seconds)."""
+                    timeout: float | None = None,
+                    cores: list[int] | None = None) -> tuple[dict[str, Any], float]:
+    """Run the evaluation pipeline on stored trees, on ``cores`` (the episode's); returns
+    (result, seconds)."""
     from vtbench.evaluation import evaluate
 
     model = stored(model_hash)
@@ -88,7 +113,7 @@ def evaluate_stored(task: Any, split: str, model_hash: str, harness_hash: str, s
     faults.checkpoint("model_loading")
     started = time.monotonic()
     result = evaluate(task, model.path, split, harness.path if harness else None,
-                      sandbox=sandbox, timeout=timeout,
+                      sandbox=sandbox, timeout=timeout, cores=cores,
                       on_progress=lambda done, total: faults.checkpoint("harness_running"))
     return result.model_dump(mode="json"), time.monotonic() - started
 

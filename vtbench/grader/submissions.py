@@ -20,7 +20,7 @@ from vtbench.grader.blame import describe, initial_system_control, judge
 from vtbench.grader.candidates import kept_snapshot, last_snapshot, take
 from vtbench.grader.ledger import Episode, Ledger
 from vtbench.grader.lineage import LineageBook, Snapshot, candidate_name
-from vtbench.grader.pipeline import PRISTINE, evaluate_stored, prepared_for
+from vtbench.grader.pipeline import PRISTINE, episode_cores, evaluate_stored, prepared_for
 from vtbench.grader.storekeeper import StoreKeeper
 
 if TYPE_CHECKING:
@@ -83,11 +83,12 @@ class Submissions:
             self.ledger.set_submission_result(episode_id, "scored", {
                 "score": known, "source": "the initial system, as scored by prepare"})
             return
+        cores = episode_cores(self.ledger, episode_id)
         try:
             result, _ = evaluate_stored(prepared.task, "test", model_hash, harness_hash,
-                                        self.sandbox)
+                                        self.sandbox, cores=cores)
         except Exception as err:
-            verdict = judge(err, initial_system_control(prepared, self.sandbox))
+            verdict = judge(err, initial_system_control(prepared, self.sandbox, cores))
             trace = "".join(traceback.format_exception(err))
             self.ledger.log_event(episode_id, "failure_cause", stage="submission scoring",
                                   **verdict.event(), error=describe(err), traceback=trace)

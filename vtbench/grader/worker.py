@@ -1,6 +1,9 @@
 """The validation workers: threads that claim queued validations from the ledger, run
 them (or answer them from the result cache) and settle each once.
 
+Placement: a validation runs on the cores its episode reserved (its spec's), so it never
+takes a core from another episode's training.
+
 Compute: a validation is charged the wall seconds of its evaluation; on a GPU those are
 GPU-seconds of the one GPU our model server runs on (the result's ``gpus`` says how many
 GPUs evaluated, 0 on the CPU).
@@ -26,6 +29,7 @@ from vtbench.grader.cache import ResultCache
 from vtbench.grader.ledger import Ledger, Validation
 from vtbench.grader.pipeline import (
     cache_key,
+    episode_cores,
     evaluate_stored,
     prepared_for,
     without_store_paths,
@@ -100,18 +104,20 @@ class Workers:
                                                   "turn came; this validation was refunded")
             return
         started = time.monotonic()
+        cores = episode_cores(self.ledger, validation.episode)
         try:
             result, seconds = evaluate_stored(task, inputs["split"], inputs["model_hash"],
-                                              inputs["harness_hash"], self.sandbox, timeout=left)
+                                              inputs["harness_hash"], self.sandbox, timeout=left,
+                                              cores=cores)
         except Exception as err:
-            verdict = judge(err, initial_system_control(prepared, self.sandbox))
+            verdict = judge(err, initial_system_control(prepared, self.sandbox, cores))
             self._settle_failure(validation, verdict, time.monotonic() - started, err=err)
             return
         faults.checkpoint("scored")
         result["gpus"] = self.gpus
         if result.get("error"):
             verdict = judge(HarnessRunFailed(result["error"]),
-                            initial_system_control(prepared, self.sandbox))
+                            initial_system_control(prepared, self.sandbox, cores))
             self._settle_failure(validation, verdict, seconds, result=result)
             return
         self.cache.put(key, result)

@@ -103,7 +103,8 @@ class _ServerProcess:
     def __init__(self, model_dir: Path, socket: Path | None = None, *,
                  port: int | None = None, device: str = "auto", threads: int = 1,
                  max_batch: int | None = None, startup_timeout: float = 180.0,
-                 log_path: Path | None = None, extra_args: Sequence[str] = ()) -> None:
+                 log_path: Path | None = None, extra_args: Sequence[str] = (),
+                 cores: Sequence[int] | None = None) -> None:
         self.model_dir = Path(model_dir)
         self._own_dir: Path | None = None
         if socket is None:  # a private folder of our own, removed on stop
@@ -117,13 +118,18 @@ class _ServerProcess:
         self.max_batch, self.startup_timeout = max_batch, startup_timeout
         self.extra_args = list(extra_args)  # backend-specific flags, e.g. ["--window-ms", "100"]
         self.log_path = log_path or self.socket.with_suffix(".log")
+        self.cores = sorted(cores) if cores else None
+        """Where the server runs (an episode's reserved cores); None: where its caller does."""
         self._process: _Process | None = None
 
     def spawn(self) -> "_Process":
-        """Start the server process, its output going to :attr:`log_path`."""
+        """Start the server process, its output going to :attr:`log_path`, on
+        :attr:`cores` (the affinity of trusted code: it does not widen it)."""
+        from vtbench.sandbox import on_cores
+
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "OMP_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false"}
-        with self.log_path.open("wb") as log:
+        with self.log_path.open("wb") as log, on_cores(self.cores):
             return subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=env)
 
@@ -229,7 +235,8 @@ class TransformersServer(_ServerProcess):
     CPU by its own address-space limit, and on any device by a cgroup of its own (v2 or v1,
     where the host gives one: :func:`vtbench.sandbox.limit_groups`) of ``memory_mb``
     (default: :func:`default_memory_mb`), which the fork joins before it runs a line of
-    the server. A server the kernel kills at that limit is the candidate's failure
+    the server; the same group holds it on its ``cores`` (cpuset), else its affinity
+    does. A server the kernel kills at that limit is the candidate's failure
     (:class:`CheckpointError`), like one that runs out of its address space."""
 
     graceful_stop = False
@@ -251,13 +258,13 @@ class TransformersServer(_ServerProcess):
         from vtbench.models.template import ForkedProcess
         from vtbench.sandbox import limit_groups
 
-        groups = limit_groups(None, self.memory_mb)
-        if "memory" in groups.dirs:
+        groups = limit_groups(None, self.memory_mb, cores=self.cores)
+        if {"memory", "cpuset"} & set(groups.dirs):
             self._groups = groups
         else:
             groups.remove()
         procs = self._groups.procs_files if self._groups is not None else []
-        return ForkedProcess(self.server_args(), self.log_path, procs)
+        return ForkedProcess(self.server_args(), self.log_path, procs, self.cores)
 
     def check_alive(self) -> None:
         try:

@@ -8,8 +8,9 @@ loads its checkpoint. The template is single-threaded and never touches a GPU, s
 forks may use one.
 
 Protocol, over a unix socket in a private folder: the caller sends one JSON line
-``{"argv": [...], "log": PATH, "cgroups": [PROCS_FILE, ...]}`` (the fork joins each of
-those groups before it runs a line of the server; ``cgroups`` may be left out); the
+``{"argv": [...], "log": PATH, "cgroups": [PROCS_FILE, ...], "cores": [N, ...]}`` (the
+fork joins each of those groups, then takes the affinity of ``cores``, before it runs a
+line of the server; ``cgroups`` and ``cores`` may be left out); the
 template answers ``{"pid": N}`` at once and
 ``{"exit": CODE}`` (negative: killed by that signal) when the server ends, then closes the
 connection. Lifetimes are tied together: the template exits when its caller exits (and
@@ -33,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vtbench.errors import ModelServerError
+from vtbench.sandbox import on_cores
 
 _STARTUP_SECONDS = 120.0
 _LOG_NAME = "template.log"
@@ -42,12 +44,15 @@ class ForkedProcess:
     """A server forked from the template, with the part of ``subprocess.Popen``'s interface
     the server handles use (``pid``, ``poll``, ``terminate``, ``kill``, ``wait``)."""
 
-    def __init__(self, argv: list[str], log_path: Path, cgroups: Sequence[Path] = ()) -> None:
+    def __init__(self, argv: list[str], log_path: Path, cgroups: Sequence[Path] = (),
+                 cores: Sequence[int] | None = None) -> None:
         """Asks for the fork and returns at once (the fork costs the template ~20 ms,
         which the caller may spend on other work); :attr:`pid` waits for it. The fork
-        joins the groups whose ``cgroup.procs`` files ``cgroups`` names first."""
+        joins the groups whose ``cgroup.procs`` files ``cgroups`` names first, then runs
+        on ``cores`` (None: the template's)."""
         self._connection = _template().request({"argv": argv, "log": str(log_path),
-                                                "cgroups": [str(c) for c in cgroups]})
+                                                "cgroups": [str(c) for c in cgroups],
+                                                "cores": list(cores or [])})
         self._buffer = b""
         self._code: int | None = None
         self._pid: int | None = None
@@ -113,9 +118,13 @@ class _Template:
         self.folder = Path(tempfile.mkdtemp(prefix="vtb-tpl-"))
         self.socket = self.folder / "template.sock"
         log = (self.folder / _LOG_NAME).open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "vtbench.models.template", str(self.socket), str(os.getpid())],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        # On every core of this process (its main thread's), not on those of the thread
+        # that happens to start it: a fork given no cores keeps the template's.
+        with on_cores(sorted(os.sched_getaffinity(os.getpid()))):
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "vtbench.models.template", str(self.socket),
+                 str(os.getpid())], stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT)
         log.close()
 
     def alive(self) -> bool:
@@ -222,14 +231,17 @@ def _fork_one(listener: socket.socket, children: dict[int, socket.socket | None]
         for fd in [*inherited, connection.fileno()]:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        _run_child(request["argv"], request["log"], owner, request.get("cgroups", []))
+        _run_child(request["argv"], request["log"], owner, request.get("cgroups", []),
+                   request.get("cores", []))
     connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
     children[pid] = connection
 
 
-def _run_child(argv: list[str], log_path: str, owner: int, cgroups: list[str]) -> None:
-    """In the fork: join the cgroups, default signals, output to the log, run the server,
-    never return (a group it cannot join ends it: it never runs outside its limits)."""
+def _run_child(argv: list[str], log_path: str, owner: int, cgroups: list[str],
+               cores: list[int]) -> None:
+    """In the fork: join the cgroups, run on ``cores``, default signals, output to the log,
+    run the server, never return (a group it cannot join or cores it cannot have end it:
+    it never runs outside its limits)."""
     code = 1
     try:
         signal.set_wakeup_fd(-1)
@@ -243,6 +255,13 @@ def _run_child(argv: list[str], log_path: str, owner: int, cgroups: list[str]) -
                 Path(procs).write_text(str(os.getpid()))
             except OSError as err:
                 print(f"error: the model server cannot join its cgroup: {err}", flush=True)
+                code = 2
+                return
+        if cores:
+            try:
+                os.sched_setaffinity(0, cores)
+            except OSError as err:
+                print(f"error: the model server cannot run on cores {cores}: {err}", flush=True)
                 code = 2
                 return
         from vtbench.models.server import main
