@@ -177,3 +177,28 @@ def test_an_episode_that_shared_its_gpu_with_the_grader_says_so(tmp_path: Path) 
     assert "GPU shared with the grader" in shared[:shared.index("</summary>")]
     alone = page[page.index('id="episode-arith-reference-s1"'):]
     assert "GPU shared with the grader" not in alone[:alone.index("</summary>")]
+
+
+def test_the_report_names_each_episodes_reserved_cores_and_says_shared_beside_its_results(
+        tmp_path: Path) -> None:
+    from vtbench.spec import AgentChoice, EpisodeSpec, Reservation
+    from vtbench.tasks import find_task
+
+    make_episodes(tmp_path / "runs", ["reference"], ["arith"], [0, 1])
+    task = find_task("arith").spec
+    for seed, held in ((0, Reservation(cores=[1], shared=True)), (1, Reservation(cores=[0]))):
+        (record_file,) = (tmp_path / "runs").glob(f"*s{seed}*/episode.json")
+        spec = EpisodeSpec.decide("arith", "0" * 64, task, AgentChoice(name="reference"), seed,
+                                  reservation=held)
+        record = json.loads(record_file.read_text())
+        record_file.write_text(json.dumps({**record, "spec": spec.model_dump(mode="json")}))
+    out = tmp_path / "report.md"
+    assert run_cli("report", str(tmp_path / "runs"), "--markdown", str(out)).returncode == 0
+    lines = out.read_text().splitlines()
+    shared = next(line for line in lines if line.startswith("| arith-reference-s0"))
+    alone = next(line for line in lines if line.startswith("| arith-reference-s1"))
+    assert "(shared) | cores 1; GPUs none; shared |" in shared
+    assert "| cores 0; GPUs none |" in alone and "shared" not in alone
+    assert any(line.startswith("| reference | arith | 2 |") and "(shared: 1 of 2)" in line
+               for line in lines)
+    assert any(line.startswith("| arith |") and ", shared)" in line for line in lines)

@@ -55,6 +55,9 @@ class LeaderboardRow(Strict):
     val_test_gap: float | None
     validations_used: float
     cost: Cost
+    shared: int = 0
+    """Episodes of the cell that ran on shared cores (``--shared``): its results then
+    depend on their neighbours, and the report says "shared" beside them."""
 
 
 class AggregateRow(Strict):
@@ -179,7 +182,7 @@ def _row(agent: str, task: str, group: list[EpisodeMetrics]) -> LeaderboardRow:
     gain, gain_ci = mean_ci(_values(group, "gain"))
     norm, norm_ci = mean_ci(_values(group, "normalized_gain"))
     return LeaderboardRow(
-        agent=agent, task=task, n=len(group),
+        agent=agent, task=task, n=len(group), shared=sum(e.shared for e in group),
         submitted_rate=sum(e.submitted for e in group) / len(group),
         gain_mean=gain, gain_ci=gain_ci, normalized_gain_mean=norm, normalized_gain_ci=norm_ci,
         initial_test=_mean(_values(group, "initial_test")),
@@ -230,7 +233,7 @@ def published_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
         for cell in cells:
             row.append("–" if cell is None else
                        f"{_fmt(cell.initial_test)} → {_fmt(cell.final_test_mean)}"
-                       f" ({_signed(cell.gain_mean)})")
+                       f" ({_signed(cell.gain_mean)}{', shared' if cell.shared else ''})")
         rows.append([*row, _fmt(reference)])
     return headers, rows
 

@@ -93,6 +93,11 @@ class EpisodeMetrics(Strict):
     time_to_first_improvement: float | None
     budget: BudgetSplit
     history_error: str | None
+    reserved: str | None = None
+    """The cores and GPUs the episode held (``cores 1; GPUs none``, ``; shared`` where
+    shared); None in records from before reservations."""
+    shared: bool = False
+    """The episode ran on cores shared with other episodes (``--shared``)."""
 
 
 def episode_metrics(record: EpisodeRecord, history: EpisodeHistory) -> EpisodeMetrics:
@@ -104,7 +109,10 @@ def episode_metrics(record: EpisodeRecord, history: EpisodeHistory) -> EpisodeMe
     first_third, last_third = _third_gains(points, start)
     iterations = _iterations(history)
     classified = history.error is None and bool(iterations)
+    held = record.spec.reservation if record.spec is not None else None
     return EpisodeMetrics(
+        reserved=held.describe() if held is not None else None,
+        shared=held is not None and held.shared,
         episode_id=record.episode_id, agent=record.agent, model=record.model,
         reasoning_effort=record.reasoning_effort, task=record.task, seed=record.seed,
         status=record.status, submitted=record.submitted, initial_test=record.initial_test,

@@ -119,7 +119,8 @@ def episode_section(episode: Episode, label: str) -> str:
     components = metrics.episode_components
     changed = "unclassified" if components is None else "+".join(components) or "nothing"
     summary = (f"{record.episode_id}: {label} on {record.task}, seed {record.seed}, "
-               f"gain {gain}, {len(record.validations)} validations, changed {changed}")
+               f"gain {gain}, {len(record.validations)} validations, changed {changed}, "
+               f"on {metrics.reserved or 'unrecorded cores'}")
     if record.provenance.weak_limits_allowed:
         summary += ", weak sandbox limits allowed"
     if record.gpu_shared_with_grader:

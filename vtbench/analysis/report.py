@@ -121,7 +121,9 @@ def leaderboard_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     headers = ["agent", "task", "n", "submitted", "gain", "95% CI", "norm. gain", "95% CI ",
                "initial → final", "co-design", "D+T+H", "co-design / episode", "algorithm",
                "improving", "val→test gap", "validations", *COST_HEADERS]
-    rows = [[r.agent, r.task, str(r.n), _pct(r.submitted_rate), _num(r.gain_mean, signed=True),
+    rows = [[r.agent, r.task, str(r.n), _pct(r.submitted_rate),
+             _num(r.gain_mean, signed=True) + (f" (shared: {r.shared} of {r.n})" if r.shared
+                                                else ""),
              _ci(r.gain_ci), _num(r.normalized_gain_mean, signed=True), _ci(r.normalized_gain_ci),
              f"{_num(r.initial_test)} → {_num(r.final_test_mean)}",
              _pct(r.codesign_rate), _pct(r.full_codesign_rate), _pct(r.episode_codesign_rate),
@@ -157,6 +159,7 @@ def interval_note(board: Leaderboard) -> str:
 
 def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str]]]:
     headers = ["episode", "agent", "task", "seed", "stop", "validations", "best val", "gain",
+               "reserved",
                "co-design", "algorithm", "first improvement", "changes",
                "agent / training / grading s", "$", "input tok", "cached tok", "output tok"]
     rows = []
@@ -169,7 +172,9 @@ def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str
         spent = m.budget
         rows.append([m.episode_id, agent_key(m), m.task, str(m.seed), stop(e.record),
                      str(m.validations_used),
-                     _num(m.best_val), _num(m.gain, signed=True), _pct(m.codesign_rate),
+                     _num(m.best_val),
+                     _num(m.gain, signed=True) + (" (shared)" if m.shared else ""),
+                     m.reserved or "unrecorded", _pct(m.codesign_rate),
                      _pct(m.algorithm_change_rate), first, kinds,
                      f"{m.budget.agent_seconds:.0f} / {m.budget.training_seconds:.0f} / "
                      f"{m.budget.grading_seconds:.0f}", f"${spent.llm_dollars:.2f}",
