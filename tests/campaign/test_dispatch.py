@@ -115,3 +115,11 @@ def test_episodes_run_side_by_side_only_as_far_as_the_hosts_resources_go() -> No
     assert not host.fits([episode(cpus=1, memory_gb=7)], episode(cpus=1, memory_gb=4))
     assert host.fits([], episode(gpus=1)) and not host.fits([episode(gpus=1)], episode(gpus=1))
     assert not host.fits([], episode(cpus=3))
+
+
+def test_shared_episodes_may_outnumber_the_cores_but_each_must_fit_alone() -> None:
+    host = Capacity(cpus=2, gpus=0, memory_gb=100.0)
+    one = episode()
+    assert not host.fits([one, one], one)
+    assert host.fits([one, one], one, shared=True)
+    assert not host.fits([], episode(cpus=3), shared=True)

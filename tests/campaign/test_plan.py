@@ -47,11 +47,36 @@ def test_a_campaign_file_crosses_agents_tasks_and_seeds_with_paths_from_the_file
     assert (first.cpus, first.gpus, first.memory_gb) == (1, 0, 4.0)
 
 
-def test_without_a_budget_override_each_task_keeps_its_own(tmp_path: Path) -> None:
+def test_without_a_budget_override_the_plan_leaves_the_budget_to_vtbench_run(
+        tmp_path: Path) -> None:
+    from vtbench.campaign.attempt import Attempt, runner_command
+
     plan = load_plan(write_campaign(tmp_path, 'agents = [{name = "noop"}]\n'
                                               'tasks = ["arith"]\nseeds = [0]\n'))
-    assert [e.budget_minutes for e in plan.episodes] == [15.0]
-    assert plan.executor == "local" and plan.retries == 2
+    assert [e.budget_minutes for e in plan.episodes] == [None]  # the task's, decided once
+    assert plan.executor == "local" and plan.retries == 2 and not plan.shared
+    argv = runner_command(Attempt(plan.episodes[0], 1, "bwrap", False), tmp_path, None)
+    assert "--budget-minutes" not in argv and "--shared" not in argv
+    assert argv[argv.index("--wait-for-cores") + 1] == "60.0"
+
+
+def test_a_shared_campaign_runs_every_episode_with_shared_cores(tmp_path: Path) -> None:
+    from vtbench.campaign.attempt import runner_command
+    from vtbench.campaign.ledger import Ledger
+    from vtbench.campaign.runner import attempt
+
+    plan = load_plan(write_campaign(tmp_path, 'agents = [{name = "noop"}]\nshared = true\n'
+                                              'tasks = ["arith"]\nseeds = [0]\n'
+                                              '[budget]\nbudget_minutes = 4\n'))
+    assert plan.shared
+    folder = CampaignFolder(tmp_path / "campaign")
+    folder.root.mkdir()
+    ledger = Ledger(folder.ledger)
+    try:
+        argv = runner_command(attempt(plan, folder, ledger, plan.episodes[0], 1), tmp_path, None)
+    finally:
+        ledger.close()
+    assert "--shared" in argv and argv[argv.index("--budget-minutes") + 1] == "4.0"
 
 
 BAD = {

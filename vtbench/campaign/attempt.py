@@ -45,6 +45,9 @@ from vtbench.layout import RECORD_FILE, EpisodePaths
 PR_SET_PDEATHSIG = 1
 LOCK_WAIT_SECONDS = 120.0
 """How long a new attempt waits for the runner of an earlier one to let go of the slot."""
+CORES_WAIT_MINUTES = 60.0
+"""How long an attempt's runner waits for its cores where work outside the campaign holds
+them (the executors never place more episodes than a host has cores for)."""
 
 
 class SlotHeld(RuntimeError):
@@ -63,6 +66,8 @@ class Attempt:
     """1 for the first attempt of the episode."""
     sandbox: str
     allow_weak_limits: bool
+    shared: bool = False
+    """The episode may share its cores with other shared episodes (``--shared``)."""
     resumes: bool = False
     """The episode's agent has started: this attempt resumes its folder, never starts
     afresh."""
@@ -89,15 +94,18 @@ class AttemptResult:
 def runner_command(attempt: Attempt, slot: Path, resume: Path | None) -> list[str]:
     episode = attempt.episode
     argv = [sys.executable, "-m", "vtbench", "run", "--task", episode.task, "--agent",
-            episode.agent, "--seed", str(episode.seed), "--budget-minutes",
-            repr(episode.budget_minutes), "--out", str(slot), "--sandbox", attempt.sandbox,
-            "--json"]
+            episode.agent, "--seed", str(episode.seed), "--out", str(slot), "--sandbox",
+            attempt.sandbox, "--wait-for-cores", repr(CORES_WAIT_MINUTES), "--json"]
     for flag, value in (("--model", episode.model), ("--gateway-config", episode.gateway_config),
-                        ("--reasoning-effort", episode.reasoning_effort)):
+                        ("--reasoning-effort", episode.reasoning_effort),
+                        ("--budget-minutes", None if episode.budget_minutes is None
+                         else repr(episode.budget_minutes))):
         if value is not None:
             argv += [flag, value]
     if attempt.allow_weak_limits:
         argv.append("--allow-weak-limits")
+    if attempt.shared:
+        argv.append("--shared")
     if resume is not None:
         argv += ["--resume", str(resume)]
     if attempt.close is not None:

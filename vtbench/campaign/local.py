@@ -1,15 +1,17 @@
 """The local executor: every episode a process on this host (:mod:`vtbench.campaign.attempt`).
 
 As many episodes run at once as the plan's ``concurrency`` allows and as fit on this host:
-the running episodes' task ``resources`` (CPUs, GPUs, memory) never add up to more than
+the running episodes' task ``resources`` (cores, GPUs, memory) never add up to more than
 the host has, and a task the host could never fit is refused before anything is written.
+Each episode's runner reserves its own cores (:mod:`vtbench.reservation`), so the episodes
+run on disjoint sets of cores; only a plan that says ``shared`` may place more episodes
+than the host has cores for, and their results say "shared".
 Before the first episode every task that is not prepared (or was prepared from an older
 version of it) is prepared, with its progress in the campaign's log. The campaign then
 holds the host's grader (:func:`running_grader`) while it runs, so the grader that every
 episode shares is not stopped and started again between two episodes.
 """
 
-import os
 import socket
 import time
 from collections.abc import Sequence
@@ -27,6 +29,7 @@ from vtbench.errors import NotPrepared
 from vtbench.gpus import host_gpus
 from vtbench.prepare import load_prepared, prepare_task
 from vtbench.prepare.progress import log_reporter
+from vtbench.reservation import host_cores
 from vtbench.tasks import find_task
 
 CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"),
@@ -56,12 +59,15 @@ class Capacity:
 
     @classmethod
     def of_host(cls) -> "Capacity":
-        return cls(cpus=len(os.sched_getaffinity(0)), gpus=len(host_gpus()),
-                   memory_gb=host_memory_gb())
+        return cls(cpus=len(host_cores()), gpus=len(host_gpus()), memory_gb=host_memory_gb())
 
-    def fits(self, running: Sequence[PlannedEpisode], episode: PlannedEpisode) -> bool:
+    def fits(self, running: Sequence[PlannedEpisode], episode: PlannedEpisode,
+             shared: bool = False) -> bool:
+        """Whether ``episode`` fits beside ``running``; ``shared`` episodes share cores, so
+        only each one's own cores must fit."""
         used = [*running, episode]
-        return (sum(e.cpus for e in used) <= self.cpus and sum(e.gpus for e in used) <= self.gpus
+        cores = episode.cpus if shared else sum(e.cpus for e in used)
+        return (cores <= self.cpus and sum(e.gpus for e in used) <= self.gpus
                 and sum(e.memory_gb for e in used) <= self.memory_gb)
 
     def refuse_impossible(self, plan: Plan) -> None:
@@ -99,16 +105,18 @@ class LocalExecutor:
         self.node = socket.gethostname()
         self.running: dict[str, Running] = {}
         self.held = ExitStack()
+        self.shared = False
 
     def check(self, plan: Plan) -> None:
         self.capacity.refuse_impossible(plan)
+        self.shared = plan.shared
 
     def ready(self, plan: Plan, tasks: Sequence[str], progress: CampaignProgress) -> None:
         prepare_missing(tasks, plan.sandbox, progress)
         self.held.enter_context(running_grader(plan.sandbox))
 
     def can_start(self, running: Sequence[PlannedEpisode], episode: PlannedEpisode) -> bool:
-        return self.capacity.fits(running, episode)
+        return self.capacity.fits(running, episode, self.shared)
 
     def start(self, attempt: Attempt, folder: CampaignFolder) -> None:
         key = attempt.episode.key

@@ -86,6 +86,10 @@ class CampaignFile(Strict):
     """Sandbox backend of every episode."""
     allow_weak_limits: bool = False
     """Run episodes where no cgroup limits each sandbox (as ``vtbench run --allow-weak-limits``)."""
+    shared: bool = False
+    """Let episodes share cores (as ``vtbench run --shared``): more may run at once than the
+    host has cores for, and every result is marked "shared". Off: each episode holds its
+    cores alone and the executors never place more than a host has."""
     executor: Literal["local", "ray"] = "local"
     """Where episodes run: this host, or a Ray cluster (``--executor`` overrides it)."""
     ray: RaySettings = RaySettings()
@@ -116,7 +120,9 @@ class PlannedEpisode(Strict):
     """Absolute path of the task pack."""
     task_id: str
     seed: int
-    budget_minutes: float
+    budget_minutes: float | None
+    """The campaign's wall-clock budget for every episode; None: the task's own, which
+    ``vtbench run`` decides in the episode's spec."""
     cpus: int
     """The task's ``resources.cpus``: what the executor reserves for the episode."""
     gpus: int
@@ -132,6 +138,8 @@ class Plan(Strict):
     retries: int
     sandbox: str
     allow_weak_limits: bool
+    shared: bool = False
+    """Episodes share cores (``--shared``); else each holds its own."""
     executor: Literal["local", "ray"]
     ray_address: str | None
     episodes: list[PlannedEpisode]
@@ -216,14 +224,14 @@ def resolve(spec: CampaignFile, path: Path) -> Plan:
                     label=agent.display, model=agent.model,
                     reasoning_effort=agent.reasoning_effort, gateway_config=gateway,
                     task=str(task.root), task_id=task.id, seed=seed,
-                    budget_minutes=spec.budget.budget_minutes
-                    or task.spec.budgets.wall_clock_minutes,
-                    cpus=resources.cpus, gpus=resources.gpus, memory_gb=resources.memory_gb))
+                    budget_minutes=spec.budget.budget_minutes, cpus=resources.cpus,
+                    gpus=resources.gpus, memory_gb=resources.memory_gb))
     keys = [e.key for e in episodes]
     if len(set(keys)) < len(keys):
         raise PlanError("two agent labels name the same episode folder",
                         hint="give the agents labels that differ in letters or digits")
     return Plan(name=spec.name or path.stem, source=str(path), concurrency=spec.concurrency,
                 retries=spec.retries, sandbox=spec.sandbox,
-                allow_weak_limits=spec.allow_weak_limits, executor=spec.executor,
+                allow_weak_limits=spec.allow_weak_limits, shared=spec.shared,
+                executor=spec.executor,
                 ray_address=spec.ray.address, episodes=episodes)

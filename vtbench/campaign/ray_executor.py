@@ -7,6 +7,11 @@ What Ray does not do by itself (measured facts in the project's Ray notes), this
   pending for ever). Each node that could run a task must hold that task prepared in its
   own private store; a probe pinned to the node checks it, and a node that does not is
   named in the refusal. All of this happens before the campaign folder is written.
+- Ray places an episode by the ``CPU`` count a node advertises, which ``ray start
+  --num-cpus`` may set above its cores: a node that advertises more CPUs than it has cores
+  for vtbench to reserve is refused (unless the plan says ``shared``), so Ray never places
+  more episodes on a host than its runners can give disjoint cores
+  (:mod:`vtbench.reservation`).
 - An episode runs on its node exactly as on the local executor
   (:mod:`vtbench.campaign.attempt`): its own process and session, killed when the Ray
   worker running it dies, the rest of its process group killed when it ends. Ray's own
@@ -107,6 +112,13 @@ def probe_prepared(task_paths: list[str]) -> dict[str, str | None]:
         except VtbenchError as err:
             found[path] = err.one_line()
     return found
+
+
+def probe_cores() -> int:
+    """On a node: how many cores vtbench may reserve there."""
+    from vtbench.reservation import host_cores
+
+    return len(host_cores())
 
 
 def node_name() -> str:
@@ -210,6 +222,7 @@ class RayExecutor:
         self.runners: list[dict[str, Any]] = []
         """The alive nodes that fit at least one planned episode."""
         self.graders: list[Any] = []
+        self.shared = False
 
     def check(self, plan: Plan) -> None:
         if self.address is not None:
@@ -229,6 +242,22 @@ class RayExecutor:
                     hint="add such a node, or lower the task's [resources]")
             self.check_prepared(episode, fitting)
             self.runners += [node for node in fitting if node not in self.runners]
+        self.shared = plan.shared
+        if not plan.shared:
+            self.refuse_oversubscribed(self.runners)
+
+    def refuse_oversubscribed(self, nodes: list[dict[str, Any]]) -> None:
+        """Refuse a node that advertises more CPUs to Ray than it has cores to reserve."""
+        probe = self.ray.remote(probe_cores)
+        cores = self.ray.get([probe.options(**pinned(node)).remote() for node in nodes])
+        for node, have in zip(nodes, cores, strict=True):
+            told = int(node["Resources"].get("CPU", 0))
+            if told > have:
+                raise PlanError(f"Ray node {node['NodeManagerAddress']} ({node['NodeID'][:8]}) "
+                                f"offers {told} CPUs but has {have} cores for episodes to "
+                                "reserve: its episodes would share cores",
+                                hint=f"start it with ray start --num-cpus {have}, or set "
+                                     "shared = true in the campaign file")
 
     def check_prepared(self, episode: PlannedEpisode, nodes: list[dict[str, Any]]) -> None:
         probe = self.ray.remote(probe_prepared)
@@ -265,7 +294,7 @@ class RayExecutor:
         progress.line(f"graders ready on {len(self.graders)} nodes")
 
     def can_start(self, running: Sequence[PlannedEpisode], episode: PlannedEpisode) -> bool:
-        return self.capacity.fits(running, episode)
+        return self.capacity.fits(running, episode, self.shared)
 
     def start(self, attempt: Attempt, folder: CampaignFolder) -> None:
         episode = attempt.episode

@@ -145,8 +145,8 @@ def attempt(plan: Plan, folder: CampaignFolder, ledger: Ledger, episode: Planned
     agent started gets one), it closes the episode with its last failure as the reason."""
     resumes = started_episode(folder.slot(episode.key)) is not None
     close = (ledger.row(episode.key).reason or "unknown") if number > plan.max_attempts else None
-    return Attempt(episode, number, plan.sandbox, plan.allow_weak_limits, resumes=resumes,
-                   close=close)
+    return Attempt(episode, number, plan.sandbox, plan.allow_weak_limits, shared=plan.shared,
+                   resumes=resumes, close=close)
 
 
 def record(plan: Plan, folder: CampaignFolder, ledger: Ledger, key: str, result: AttemptResult,
