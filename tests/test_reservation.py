@@ -102,3 +102,13 @@ def test_an_episode_reservation_names_its_cores_and_gpus_and_whether_it_is_share
             pass
     assert Reservation(cores=[0, 1], gpus=[3], shared=True).describe() == \
         "cores 0,1; GPUs 3; shared"
+
+
+def test_a_request_for_more_cores_than_the_host_has_is_refused_at_once_even_when_it_may_wait(
+        ) -> None:
+    started = time.monotonic()
+    with pytest.raises(CoresTaken) as refused, CoreAllocator([0, 1]).hold(
+            3, "episode a", wait_seconds=60):
+        pass
+    assert time.monotonic() - started < 5
+    assert "needs 3 core(s)" in str(refused.value) and "more cores" in refused.value.one_line()
