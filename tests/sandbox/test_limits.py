@@ -159,7 +159,7 @@ def test_without_cgroups_the_pids_limit_falls_back_to_rlimit_nproc(
 
     if sandbox.name != "bwrap":
         pytest.skip("bwrap's own cgroups: Docker always limits pids with its cgroup")
-    monkeypatch.setattr(_cgroup, "create", lambda *limits: _cgroup.CgroupSet())
+    monkeypatch.setattr(_cgroup, "create", lambda *limits, **named: _cgroup.CgroupSet())
     monkeypatch.setenv(_cgroup.ALLOW_WEAK_ENV, "1")
     code = (
         "import os, time\n"
