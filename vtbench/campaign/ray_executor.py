@@ -232,19 +232,21 @@ class RayExecutor:
         total = self.ray.cluster_resources()
         self.capacity = Capacity(cpus=int(total.get("CPU", 0)), gpus=int(total.get("GPU", 0)),
                                  memory_gb=total.get("memory", 0) / 1024**3)
+        fitting: dict[str, list[dict[str, Any]]] = {}
         for task in sorted({e.task for e in plan.episodes}):
             episode = next(e for e in plan.episodes if e.task == task)
-            fitting = [node for node in nodes if node_fits(node, episode)]
-            if not fitting:
+            fitting[task] = [node for node in nodes if node_fits(node, episode)]
+            if not fitting[task]:
                 raise PlanError(
                     f"task {episode.task_id} needs {episode.cpus} CPUs, {episode.gpus} GPUs and "
                     f"{episode.memory_gb:g} GB on one node; no node of the Ray cluster has that",
                     hint="add such a node, or lower the task's [resources]")
-            self.check_prepared(episode, fitting)
-            self.runners += [node for node in fitting if node not in self.runners]
+            self.runners += [node for node in fitting[task] if node not in self.runners]
         self.shared = plan.shared
         if not plan.shared:
             self.refuse_oversubscribed(self.runners)
+        for task, nodes_of_task in fitting.items():
+            self.check_prepared(next(e for e in plan.episodes if e.task == task), nodes_of_task)
 
     def refuse_oversubscribed(self, nodes: list[dict[str, Any]]) -> None:
         """Refuse a node that advertises more CPUs to Ray than it has cores to reserve."""

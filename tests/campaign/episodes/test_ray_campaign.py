@@ -95,3 +95,39 @@ def test_a_node_keeps_its_grader_for_the_whole_campaign(prepared_arith: Path,
     assert {row.state for row in rows(tmp_path / "ray").values()} == {"failed_agent"}
     assert grader_starts() - before == 1
     assert not (layout.grader_home() / "runner-grader.pid").exists(), "the grader outlived it"
+
+
+OVERSUBSCRIBED = """
+set -e
+ip link set lo up
+mkdir -p "$HOME"
+echo '{{}}' > "$HOME/ray_bootstrap_config.yaml"
+{ray} start --head --port {port} --include-dashboard false --temp-dir {tmp}/head \
+    --node-ip-address 127.0.0.1 --num-cpus {cpus} --memory 6000000000 \
+    --object-store-memory 100000000 --disable-usage-stats >/dev/null
+set +e
+{python} -m vtbench campaign run {file} --out {out} --executor ray --address 127.0.0.1:{port}
+echo "campaign exit $?"
+"""
+
+
+def test_a_ray_node_that_offers_more_cpus_than_it_has_cores_is_refused_before_anything_runs(
+        tmp_path: Path) -> None:
+    from vtbench.reservation import host_cores
+
+    file = campaign_file(tmp_path, layout.BUILTIN_TASKS / "arith", seeds="[0]")
+    cores = len(host_cores())
+    with tempfile.TemporaryDirectory(prefix="vtray-", dir="/tmp") as tmp:
+        script = OVERSUBSCRIBED.format(ray=f"{sys.executable} -m ray.scripts.scripts",
+                                       port=PORT, tmp=tmp, cpus=2 * cores,
+                                       python=sys.executable, file=file, out=tmp_path / "out")
+        env = {**os.environ, "HOME": f"{tmp}/home", "RAY_USAGE_STATS_ENABLED": "0",
+               "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/"}
+        done = subprocess.run(["unshare", "--net", "--pid", "--fork", "--mount-proc", "bash",
+                               "-c", script], capture_output=True, text=True, env=env,
+                              timeout=600)
+    output = done.stdout + done.stderr
+    assert "campaign exit 2" in output, output[-3000:]
+    assert f"offers {2 * cores} CPUs but has {cores} cores" in output, output[-3000:]
+    assert f"ray start --num-cpus {cores}" in output
+    assert not (tmp_path / "out").exists()
