@@ -4,6 +4,12 @@ Trusts: the grader (scores, ledger, lineage), the sandbox, the prepared task in 
 store. Does not trust: the agent and everything it writes (the workspace is only read
 through the grader's intake, and the snapshot history lives outside the workspace).
 
+Before anything of the episode is made, the runner reserves its cores and GPUs
+(:mod:`vtbench.reservation`; a resumed episode its own again) and holds them until the
+record is written: the research sandbox runs on them (a cpuset), and the grader, told them
+in the episode's spec, evaluates the episode's candidates on them. A wait for cores is
+charged to nobody.
+
 The wall clock does not pause while the grader evaluates: validations cost the agent time
 as well as credits. The agent is stopped (SIGTERM, then SIGKILL of its whole process tree)
 at the deadline, which it finds in ``$VTBENCH_DEADLINE``, or as soon as its submission is
