@@ -167,6 +167,7 @@ def record(plan: Plan, folder: CampaignFolder, ledger: Ledger, key: str, result:
         return state
     ledger.finish(key, outcome)
     gain = f"gain {outcome.gain:+.4f}" if outcome.gain is not None else "no gain"
+    gain += " (shared cores)" if plan.shared else ""
     progress.line(f"{key}: {outcome.state} {took}, {gain}"
                   + (f" ({outcome.reason})" if outcome.reason else ""))
     return outcome.state
