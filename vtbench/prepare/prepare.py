@@ -1,7 +1,9 @@
 """``vtbench prepare``: splits, systems, trainings and scores of tasks, resumable.
 
 Trainings of independent systems, of every task asked for at once, run in parallel
-processes of one thread each (:mod:`vtbench.prepare.jobs` schedules them). Every
+processes of one thread each (:mod:`vtbench.prepare.jobs` schedules them); on a GPU host
+they and the evaluations share the GPU side by side, each within an even share of its
+memory (:func:`vtbench.gpus.side_by_side`). Every
 result lands in ``scores.json`` as soon as it exists, so a crash loses at most the
 evaluation in flight, and a second run with everything cached does no work.
 """
@@ -17,6 +19,7 @@ from typing import Any
 from vtbench import layout
 from vtbench.errors import VtbenchError
 from vtbench.evaluation import evaluate
+from vtbench.gpus import side_by_side
 from vtbench.models.base import resolve_base
 from vtbench.prepare.digest import forget_stale, is_current
 from vtbench.prepare.jobs import Job, run_jobs
@@ -134,7 +137,12 @@ def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int
                     model = model_dir(system_folder(task, plan.model_system), seed)
                     reusing.append(Job(name, run, ready=partial(is_complete, model)))
     training.sort(key=lambda costed: -costed[0])
-    run_jobs([job for _, job in training] + reusing, workers)
+    jobs = [job for _, job in training] + reusing
+    with side_by_side(min(workers, len(jobs))) as share:
+        if share is not None:
+            report("prepare", f"{min(workers, len(jobs))} jobs side by side on the GPU, "
+                              f"each within {share:.0%} of its memory")
+        run_jobs(jobs, workers)
     return [task_scores(task) for task in tasks]
 
 
