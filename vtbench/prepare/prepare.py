@@ -19,12 +19,13 @@ from typing import Any
 from vtbench import layout
 from vtbench.errors import VtbenchError
 from vtbench.evaluation import evaluate
-from vtbench.gpus import side_by_side
+from vtbench.gpus import memory_share, side_by_side
 from vtbench.models.base import resolve_base
 from vtbench.prepare.digest import forget_stale, is_current
-from vtbench.prepare.jobs import Job, run_jobs
+from vtbench.prepare.jobs import Job, RunAlone, run_jobs
 from vtbench.prepare.systems import (
     SystemPlan,
+    TrainingOutOfMemory,
     build_components,
     estimated_cost,
     is_complete,
@@ -79,15 +80,23 @@ def splits_for(plan: SystemPlan, seed: int) -> tuple[str, ...]:
 
 
 def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report: Reporter,
-               sandbox: str = "bwrap") -> None:
+               sandbox: str = "bwrap", whole_gpu: bool = False) -> None:
     job = f"{task.id}/{plan.name}/seed{seed}"
     folder = system_folder(task, plan.name)
     model_owner = system_folder(task, plan.model_system)
     missing = [s for s in splits_for(plan, seed) if book.get(plan.name, s, seed) is None]
     if not missing and is_complete(model_dir(model_owner, seed)):
         return
-    model = train_system(task, model_owner, resolve_base(task.spec.base_model), seed,
-                         on_line=lambda line: report(job, line.strip()))
+    try:
+        model = train_system(task, model_owner, resolve_base(task.spec.base_model), seed,
+                             on_line=lambda line: report(job, line.strip()),
+                             whole_gpu=whole_gpu)
+    except TrainingOutOfMemory as error:
+        if whole_gpu or memory_share() is None:
+            raise
+        report(job, "out of its share of the GPU's memory: it trains again alone, "
+                    "with the whole GPU, once the jobs beside it have ended")
+        raise RunAlone(str(error)) from error
     for split in missing:
         report(job, f"evaluating on {split}")
         def progress(done: int, total: int, split: str = split) -> None:
@@ -132,7 +141,8 @@ def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int
                 name = f"{task.id}/{plan.name}/seed{seed}"
                 run = partial(run_system, task, plan, seed, book, report, sandbox)
                 if plan.trains:
-                    training.append((cost, Job(name, run)))
+                    training.append((cost, Job(name, run,
+                                               run_alone=partial(run, whole_gpu=True))))
                 else:
                     model = model_dir(system_folder(task, plan.model_system), seed)
                     reusing.append(Job(name, run, ready=partial(is_complete, model)))
