@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from vtbench.grader.api import ProcessSeen
 from vtbench.grader.lineage import read_processes
 from vtbench.sandbox import Mount
+from vtbench.workspace import tree_hash
 
 WORKSPACE = PurePosixPath("/workspace")
 TRAINER = "trainer"
@@ -245,6 +246,8 @@ class ProcessWatch:
                 pid=live.pid, first_seen=live.first_seen, last_seen=now,
                 cwd=live.cwd[:MAX_ARG_CHARS], argv=bounded(live.argv), training=trains,
                 elsewhere=elsewhere, candidates=judged.candidates)
+            if judged.from_trainer and not live.ancestors_train:
+                self._note_components(live.record)
             self.records.append(live.record)
             return True
         live.record.last_seen = now
@@ -252,6 +255,14 @@ class ProcessWatch:
             return False
         live.record.training, live.record.elsewhere = trains, elsewhere
         return True
+
+
+    def _note_components(self, record: ProcessSeen) -> None:
+        """What ``data/`` and ``trainer/`` hold as this training starts: a reproduction
+        compares them with the snapshot that names its output (a file used and deleted
+        before the snapshot shows here)."""
+        record.data_tree = tree_hash(self.places.workspace / "data")
+        record.trainer_tree = tree_hash(self.places.workspace / "trainer")
 
 
 def bounded(argv: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vtbench.episode.recipe import Retraining
 from vtbench.grader.api import LineageRecord as Lineage
 from vtbench.grader.api import ProcessSeen
 from vtbench.grader.api import SubmissionRecord as Submission
@@ -137,6 +138,9 @@ class EpisodeRecord(Record):
     """Every training process the runner saw in the sandbox (and every process that named a
     candidate folder and something elsewhere): command, arguments, working folder, what it
     ran or named outside the components (:mod:`vtbench.episode.processes`)."""
+    retraining: Retraining | None = None
+    """What it takes to retrain the submission from its snapshots
+    (:mod:`vtbench.episode.recipe`); None without a submission, or in older records."""
     spent: BudgetSpent = Field(default_factory=BudgetSpent)
     llm: LlmUsage = Field(default_factory=LlmUsage)
     provenance: Provenance = Field(default_factory=Provenance)
