@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prepare",),
     ("grader",),
     ("episode",),
+    ("attribution",),
     ("campaign",),
     ("analysis",),
     ("cli", "__main__"),

@@ -64,6 +64,9 @@ class RetrainStep(Recipe):
     """Trained: the start model the command gave to the entry's ``{base}``."""
     seed: int | None = None
     """Trained: the value the command gave to ``{seed}`` (None: the trainer's default)."""
+    options: list[str] = Field(default_factory=list)
+    """Trained: the entry's options the command gave (the others took the trainer's
+    defaults, and a retraining leaves them out too)."""
     method: str | None = None
     """Merged: the method with its options (``ties base=<hash> density=0.5``)."""
     weights: list[float] = Field(default_factory=list)
@@ -93,6 +96,7 @@ class EntryMatch:
     mismatch: str | None
     start: str | None = None
     seed: int | None = None
+    options: tuple[str, ...] = ()
 
 
 def _options(args: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -155,7 +159,8 @@ def match_entry(argv: list[str], cwd: str, entry: list[str], name: str) -> Entry
     if seed is not None and not seed.lstrip("-").isdigit():
         return EntryMatch(f"its seed {seed!r} is not a number")
     start = workspace_path(values["{base}"]) if "{base}" in values else "models/base"
-    return EntryMatch(None, start=start, seed=int(seed) if seed is not None else None)
+    return EntryMatch(None, start=start, seed=int(seed) if seed is not None else None,
+                      options=tuple(sorted(given)))
 
 
 def training_command(lineage: LineageRecord) -> ProcessSeen | None:
@@ -199,7 +204,7 @@ def trained_step(lineage: LineageRecord, entry: list[str], snapshots: Snapshots)
     match = match_entry(process.argv, process.cwd, entry, lineage.name)
     step.command, step.entry_mismatch = process.argv, match.mismatch
     step.data_at_start, step.trainer_at_start = process.data_tree, process.trainer_tree
-    step.start, step.seed = match.start, match.seed
+    step.start, step.seed, step.options = match.start, match.seed, list(match.options)
     return step
 
 

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from vtbench.episode.recipe import Retraining
+from vtbench.episode.retrained import Attribution, Reproduction
 from vtbench.grader.api import LineageRecord as Lineage
 from vtbench.grader.api import ProcessSeen
 from vtbench.grader.api import SubmissionRecord as Submission
@@ -141,6 +142,11 @@ class EpisodeRecord(Record):
     retraining: Retraining | None = None
     """What it takes to retrain the submission from its snapshots
     (:mod:`vtbench.episode.recipe`); None without a submission, or in older records."""
+    reproduction: Reproduction | None = None
+    """``vtbench reproduce``: the submission retrained from its snapshots (operator side,
+    after the episode); None until it ran."""
+    attribution: Attribution | None = None
+    """``vtbench attribute``: the test gain split into data, trainer and harness."""
     spent: BudgetSpent = Field(default_factory=BudgetSpent)
     llm: LlmUsage = Field(default_factory=LlmUsage)
     provenance: Provenance = Field(default_factory=Provenance)

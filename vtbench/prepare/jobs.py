@@ -20,7 +20,8 @@ class JobsStuck(VtbenchError):
 @dataclass
 class Job:
     name: str
-    run: Callable[[], None]
+    run: Callable[[], object]
+    """What the job does; what it returns is not kept."""
     ready: Callable[[], bool] = lambda: True
 
 
