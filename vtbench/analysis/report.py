@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vtbench.analysis import pages, plots
+from vtbench.analysis.attribution import attribution_table, by_agent
 from vtbench.analysis.leaderboard import (
     Cost,
     Leaderboard,
@@ -234,10 +235,24 @@ def _sections(report: Report) -> list[str]:
                  pages.figure(plots.behaviour_rates(board), "behaviour rates",
                               "Share of iterations that touch ≥ 2 components, all 3, or the "
                               "training algorithm.")),
+        *_attribution_section(episodes),
         _section("paired", "Paired differences", pages.table(paired_table(board), "paired")),
         _section("episodes", "Episodes", pages.table(episode_table(episodes), "episodes"),
                  *(pages.episode_section(e, agent_key(e.metrics)) for e in episodes)),
     ]
+
+
+def _attribution_section(episodes: Sequence[Episode]) -> list[str]:
+    """"Where the gain came from", where some episode has been attributed."""
+    rows = by_agent(episodes)
+    if not rows:
+        return []
+    return [_section("attribution", "Where the gain came from", pages.figure(
+        plots.attribution_bars(rows), "attribution of gain",
+        "Mean test gain per agent, stacked from each component's change alone and their "
+        "interaction (vtbench attribute: each submission rebuilt with every subset of its "
+        "changes), beside the share of iterations that touched at least two components."),
+        pages.table(attribution_table(rows), "attribution"))]
 
 
 def render_html(report: Report) -> str:
@@ -276,6 +291,8 @@ def render_markdown(report: Report) -> str:
         "## Leaderboard", _md_table(leaderboard_table(board)),
         "## Initial → final test score", _md_table(published_table(board)),
         "## Across tasks", _md_table(aggregate_table(board)),
+        *(["## Where the gain came from", _md_table(attribution_table(by_agent(
+            report.episodes)))] if by_agent(report.episodes) else []),
         "## Paired differences", _md_table(paired_table(board)),
         "## Episodes", _md_table(episode_table(report.episodes)),
         *(["## Episodes without a result (not counted)",
