@@ -23,7 +23,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from vtbench.attribution.rebuild import Rebuilder
+from vtbench.attribution.rebuild import Rebuilder, RebuildFailed
 from vtbench.attribution.reproduce import load_record, rebuilder, reproduce, save_record
 from vtbench.episode.record import EpisodeRecord
 from vtbench.episode.retrained import Attribution, Components
@@ -94,7 +94,12 @@ def attribute(folder: Path, seeds: int = 1, sandbox: str = "bwrap",
         result = Attribution.model_validate_json(cached.read_text())
         return _keep(folder, load_record(folder), result.model_copy(update={"seconds": 0.0}))
     players, offsets = built.changed(), range(seeds)
-    build_all(built, players, offsets, workers)
+    try:
+        build_all(built, players, offsets, workers)
+    except RebuildFailed as error:
+        return _keep(folder, load_record(folder), Attribution(
+            status="failed", reasons=[error.one_line()],
+            seconds=round(time.monotonic() - started, 1)))
     result = summarise(built, players, offsets)
     result.seconds = round(time.monotonic() - started, 1)
     atomic_write(cached, result.model_dump_json(indent=2))

@@ -98,6 +98,8 @@ def runner_command(attempt: Attempt, slot: Path, resume: Path | None) -> list[st
             argv += [flag, value]
     if attempt.allow_weak_limits:
         argv.append("--allow-weak-limits")
+    if episode.attribute:
+        argv.append("--attribute")
     if resume is not None:
         argv += ["--resume", str(resume)]
     if attempt.close is not None:

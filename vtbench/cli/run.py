@@ -19,7 +19,8 @@ def summary(record: "EpisodeRecord", record_path: Path) -> dict[str, object]:
             "validations_used": record.validations_used, "stop_reason": record.stop_reason,
             "sandbox_limits": (record.provenance.sandbox_limits_detail or "unrecorded")
             + (", weak limits allowed" if record.provenance.weak_limits_allowed else ""),
-            "record_path": str(record_path)}
+            "record_path": str(record_path),
+            **({"attribution": record.attribution.status} if record.attribution else {})}
 
 
 def run(
@@ -47,6 +48,10 @@ def run(
     allow_weak_limits: Annotated[bool, typer.Option(
         help="Run untrusted code even where no cgroup (v2 or v1) limits memory and processes "
              "per sandbox; the episode record says so.")] = False,
+    attribute: Annotated[bool, typer.Option(
+        help="Then attribute the episode's gain to data, trainer and harness (vtbench "
+             "attribute, one seed): operator compute, never the agent's; with --resume of a "
+             "finished episode, only what is not yet cached.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result object.")] = False,
 ) -> None:
     """Run one episode; the agent's submission is scored on the hidden test split."""
@@ -65,6 +70,11 @@ def run(
                          reasoning_effort=reasoning_effort, gateway_config=gateway_config)
     record, path = run_episode(options, events=lambda line: err_console.log(line),
                                resume=resume, close=close)
+    if attribute:
+        from vtbench.attribution import attribute as attribute_episode
+
+        record.attribution = attribute_episode(path.parent, sandbox=sandbox,
+                                               say=lambda line: err_console.log(line))
     result = summary(record, path)
     if as_json:
         print_json(result)

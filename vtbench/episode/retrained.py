@@ -53,9 +53,11 @@ class Attribution(Section):
     gain came from")."""
 
     version: Literal[1] = ATTRIBUTION_VERSION
-    status: Literal["attributed", "not reproducible", "no submission"]
+    status: Literal["attributed", "not reproducible", "no submission", "failed"]
     reasons: list[str] = Field(default_factory=list)
-    """With ``not reproducible``: the reproduction's reasons; no numbers are given."""
+    """With ``not reproducible``: the reproduction's reasons; with ``failed``: why a subset
+    could not be rebuilt or scored (not cached: the next call tries again). No numbers
+    are given for either."""
     changed: list[str] = Field(default_factory=list)
     """The components the submission changed (the players of the Shapley value)."""
     seeds: list[int] = Field(default_factory=list)
