@@ -1,0 +1,63 @@
+"""``vtbench attribute`` on a real episode (quick arith, real sandbox, grader, trainings
+and evaluations): an agent that filters the data and edits only a comment in the trainer
+changes two components by its behaviour, and the attribution gives the trainer nothing:
+rebuilt with the comment alone it trains the initial model's very weights."""
+
+import base64
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from vtbench.analysis.loading import load_episode
+from vtbench.attribution import attribute
+from vtbench.attribution.reproduce import load_record, rebuilder
+from vtbench.episode.runner import RunOptions, run_episode
+
+pytestmark = pytest.mark.slow  # an episode, then three trainings and eight evaluations
+
+COMMENT_AND_FILTER = r"""
+set -eu
+sed -i '1i # Trains the model (a comment, nothing else).' trainer/train.py
+head -n 120 data/train.jsonl > /tmp/kept.jsonl
+cat /tmp/kept.jsonl > data/train.jsonl
+python trainer/train.py --base models/base --out models/a --seed 0
+vtbench validate --model models/a
+vtbench submit --model models/a
+"""
+
+
+def weights(model: Path) -> str:
+    return hashlib.sha256((model / "model.safetensors").read_bytes()).hexdigest()
+
+
+def test_a_comment_in_the_trainer_beside_a_data_filter_earns_the_trainer_nothing(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    encoded = base64.b64encode(COMMENT_AND_FILTER.encode()).decode()
+    record, path = run_episode(RunOptions(
+        task=str(prepared_arith), agent=f"command:echo {encoded} | base64 -d | sh",
+        out=tmp_path, budget_minutes=5))
+    folder = path.parent
+    assert record.submitted, (folder / "agent.log").read_text()
+    behaviour = load_episode(folder)
+    assert behaviour.metrics.codesign_rate == 1.0  # the step touched D and T
+
+    result = attribute(folder)
+    assert result.status == "attributed", result.reasons
+    assert result.changed == ["data", "trainer"]
+    assert sorted(result.systems) == ["", "data", "data+trainer", "trainer"]
+    assert result.shapley.trainer == 0.0 and result.alone.trainer == 0.0
+    assert result.shapley.data == pytest.approx(result.gain)
+    built, _ = rebuilder(folder, load_record(folder))
+    _, comment_only = built.model(frozenset({"trainer"}), 0)
+    _, initial = built.initial_model(0)
+    assert weights(comment_only) == weights(initial)
+    _, both = built.model(frozenset({"data", "trainer"}), 0)
+    _, data_only = built.model(frozenset({"data"}), 0)
+    assert weights(both) == weights(data_only) != weights(initial)
+
+    assert load_record(folder).attribution == result
+    done = run_cli("attribute", str(folder), "--json")
+    assert done.returncode == 0, done.stderr
+    assert '"seconds": 0.0' in done.stdout  # every system from the cache
