@@ -18,7 +18,10 @@ torch without running a program of ``trainer/`` (nor descending from one), that 
 
 Recorded, with command, arguments and working folder: every training process, and every
 process that names a folder under ``models/`` while naming something elsewhere (``cp
-/tmp/w.safetensors models/x/``). The records are rewritten to ``processes.json`` in the
+/tmp/w.safetensors models/x/``). For a program of ``trainer/`` (not its children) the
+record also keeps the git tree hashes of ``data/`` and ``trainer/`` as the runner first
+saw it run (hashed, nothing written), so that a reproduction can tell a snapshot taken
+after the agent changed or deleted what the training read. The records are rewritten to ``processes.json`` in the
 episode folder (outside the agent's reach) whenever they change and while one of them
 runs, so the grader's lineage reads what the runner has seen up to that moment
 (:mod:`vtbench.grader.lineage`); the episode record keeps them.
