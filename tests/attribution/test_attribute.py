@@ -1,7 +1,8 @@
 """``vtbench attribute`` on a real episode (quick arith, real sandbox, grader, trainings
-and evaluations): an agent that filters the data and edits only a comment in the trainer
-changes two components by its behaviour, and the attribution gives the trainer nothing:
-rebuilt with the comment alone it trains the initial model's very weights."""
+and evaluations): an agent that filters the data and adds to the trainer a setting that
+nothing reads changes two components by its behaviour, and the attribution gives the
+trainer nothing: rebuilt with that edit alone it trains the initial model's very weights.
+(An edit of a comment alone is not even counted by the behaviour metrics.)"""
 
 import base64
 import hashlib
@@ -17,9 +18,9 @@ from vtbench.episode.runner import RunOptions, run_episode
 
 pytestmark = pytest.mark.slow  # an episode, then three trainings and eight evaluations
 
-COMMENT_AND_FILTER = r"""
+IDLE_EDIT_AND_FILTER = r"""
 set -eu
-sed -i '1i # Trains the model (a comment, nothing else).' trainer/train.py
+echo 'UNUSED_SETTING = 1' >> trainer/train.py
 head -n 120 data/train.jsonl > /tmp/kept.jsonl
 cat /tmp/kept.jsonl > data/train.jsonl
 python trainer/train.py --base models/base --out models/a --seed 0
@@ -32,16 +33,18 @@ def weights(model: Path) -> str:
     return hashlib.sha256((model / "model.safetensors").read_bytes()).hexdigest()
 
 
-def test_a_comment_in_the_trainer_beside_a_data_filter_earns_the_trainer_nothing(
+def test_an_idle_trainer_edit_beside_a_data_filter_earns_the_trainer_nothing(
         prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
-    encoded = base64.b64encode(COMMENT_AND_FILTER.encode()).decode()
+    encoded = base64.b64encode(IDLE_EDIT_AND_FILTER.encode()).decode()
     record, path = run_episode(RunOptions(
         task=str(prepared_arith), agent=f"command:echo {encoded} | base64 -d | sh",
         out=tmp_path, budget_minutes=5))
     folder = path.parent
     assert record.submitted, (folder / "agent.log").read_text()
     behaviour = load_episode(folder)
-    assert behaviour.metrics.codesign_rate == 1.0  # the step touched D and T
+    (step,) = [s for s in behaviour.history.steps if s.event == "validation"]
+    assert step.change is not None and step.change.touched == ["D", "T"]
+    assert behaviour.metrics.codesign_rate == 1.0
 
     result = attribute(folder)
     assert result.status == "attributed", result.reasons
@@ -50,9 +53,9 @@ def test_a_comment_in_the_trainer_beside_a_data_filter_earns_the_trainer_nothing
     assert result.shapley.trainer == 0.0 and result.alone.trainer == 0.0
     assert result.shapley.data == pytest.approx(result.gain)
     built, _ = rebuilder(folder, load_record(folder))
-    _, comment_only = built.model(frozenset({"trainer"}), 0)
+    _, idle_edit = built.model(frozenset({"trainer"}), 0)
     _, initial = built.initial_model(0)
-    assert weights(comment_only) == weights(initial)
+    assert weights(idle_edit) == weights(initial)
     _, both = built.model(frozenset({"data", "trainer"}), 0)
     _, data_only = built.model(frozenset({"data"}), 0)
     assert weights(both) == weights(data_only) != weights(initial)

@@ -33,7 +33,7 @@ from vtbench.evaluation import evaluate
 from vtbench.grader.merge import copy_tokenizer, mergekit_config, run_mergekit
 from vtbench.models.base import resolve_base
 from vtbench.prepare import PreparedTask
-from vtbench.prepare.prepare import system_folder
+from vtbench.prepare.prepare import ScoreBook, system_folder
 from vtbench.prepare.systems import train_system
 from vtbench.sandbox import Limits, Mount, SandboxSpec, get_sandbox, prepare_writable
 from vtbench.sandbox import python_runtime_mounts as runtime_mounts
@@ -189,7 +189,12 @@ class Rebuilder:
                     argv += [part, value]
                 index += 2
                 continue
-            argv.append(sys.executable if index == 0 and part == "python" else part)
+            if index == 0 and part == "python":
+                argv.append(sys.executable)
+            elif part in values:  # a positional placeholder
+                argv += [values[part] or "0"]
+            else:
+                argv.append(part)
             index += 1
         return argv
 
@@ -246,6 +251,10 @@ class Rebuilder:
         """The val or test score of the submission with only ``subset`` of its changes."""
         model_key, model = self.model(subset, offset)
         harness_key, harness = self.harness(subset)
+        if model_key == f"initial-seed{offset}" and "harness" not in subset:
+            prepared = ScoreBook(self.prepared.task).get("initial", split, offset)
+            if prepared is not None:  # the initial system, as the preparation scored it
+                return prepared
         scores = self.store / "scores.json"
         key = f"{model_key}|{harness_key}|{split}"
         with self.lock:

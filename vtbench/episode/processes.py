@@ -21,10 +21,10 @@ process that names a folder under ``models/`` while naming something elsewhere (
 /tmp/w.safetensors models/x/``). For a program of ``trainer/`` (not its children) the
 record also keeps the git tree hashes of ``data/`` and ``trainer/`` as the runner first
 saw it run (hashed, nothing written), so that a reproduction can tell a snapshot taken
-after the agent changed or deleted what the training read. The records are rewritten to ``processes.json`` in the
-episode folder (outside the agent's reach) whenever they change and while one of them
-runs, so the grader's lineage reads what the runner has seen up to that moment
-(:mod:`vtbench.grader.lineage`); the episode record keeps them.
+after the agent changed or deleted what the training read. The records are rewritten
+to ``processes.json`` in the episode folder (outside the agent's reach) whenever they
+change and while one of them runs, so the grader's lineage reads what the runner has
+seen up to that moment (:mod:`vtbench.grader.lineage`); the episode record keeps them.
 
 Limits, said plainly: a process shorter than a sample may go unseen; a trainer outside
 ``trainer/`` that loads no torch is not seen training; a program of ``trainer/`` that
