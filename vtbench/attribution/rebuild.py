@@ -38,6 +38,7 @@ from vtbench.prepare.systems import train_system
 from vtbench.sandbox import Limits, Mount, SandboxSpec, get_sandbox, prepare_writable
 from vtbench.sandbox import python_runtime_mounts as runtime_mounts
 from vtbench.tasks.store import atomic_write
+from vtbench.workspace import read_only_copy
 
 INSIDE = Path("/workspace")
 MODEL_COMPONENTS = ("data", "trainer")
@@ -155,12 +156,13 @@ class Rebuilder:
         work.mkdir(parents=True)
         for name, tree in trees.items():
             self.extract(tree, work / name)
-        (work / "models" / "start").mkdir(parents=True)
+        # a copy readable by the sandbox uid, as a workspace's models/base is
+        read_only_copy(start, work / "models" / "start")
         prepare_writable(work)
         argv = self._command(seed, flags)
         spec = SandboxSpec(
             mounts=[*runtime_mounts(), Mount(source=work, target=INSIDE, writable=True),
-                    Mount(source=start, target=INSIDE / "models" / "start")],
+                    Mount(source=work / "models" / "start", target=INSIDE / "models" / "start")],
             env={"PATH": f"{sys.prefix}/bin:/usr/bin:/bin", "HOME": "/tmp/home",
                  "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
                  "TRANSFORMERS_OFFLINE": "1", "VTBENCH_THREADS": "1", "OMP_NUM_THREADS": "1",

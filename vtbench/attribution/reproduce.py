@@ -124,11 +124,12 @@ def reproduce(folder: Path, sandbox: str = "bwrap", say: Say = lambda line: None
     reasons = [r for step in record.retraining.steps for r in step_reasons(step)]
     ours = validation_score(record)
     allowed, why = tolerance(prepared)
-    score = None
+    score, failed = None, False
     try:
         score = built.score(frozenset(built.changed()), 0, "val")
     except RebuildFailed as error:
         reasons.append(error.one_line())
+        failed = True
     if score is not None and ours is not None and abs(score - ours) > allowed + 1e-9 \
             and not reasons:
         reasons.append(f"non-determinism: retrained from its snapshot it scores {score:.4f} "
@@ -139,7 +140,8 @@ def reproduce(folder: Path, sandbox: str = "bwrap", say: Say = lambda line: None
     result = Reproduction(reproducible=not reasons, reasons=reasons, validation_score=ours,
                           reproduced_score=score, tolerance=round(allowed, 6),
                           tolerance_from=why, seconds=round(time.monotonic() - started, 1))
-    atomic_write(cached, result.model_dump_json(indent=2))
+    if not failed:  # a retraining that failed is tried again next time
+        atomic_write(cached, result.model_dump_json(indent=2))
     return _keep(folder, record, result)
 
 
