@@ -41,7 +41,7 @@ from vtbench.tasks.store import atomic_write
 from vtbench.workspace import read_only_copy
 
 INSIDE = Path("/workspace")
-MODEL_COMPONENTS = ("data", "trainer")
+INITIAL_KEY = "initial-seed"
 Say = Callable[[str], None]
 
 
@@ -93,11 +93,13 @@ class Rebuilder:
         seed offset ``offset``."""
         return self._step(len(self.recipe.steps) - 1, subset, offset)
 
-    def initial_model(self, offset: int) -> tuple[str, Path]:
+    def initial_model(self, seed: int) -> tuple[str, Path]:
+        """The initial system's model at ``seed``: the preparation's, trained by it (the
+        task's own trainer, trusted) where that seed was not prepared."""
         task = self.prepared.task
         folder = system_folder(task, "initial")
-        model = train_system(task, folder, resolve_base(task.spec.base_model), offset)
-        return f"initial-seed{offset}", model
+        model = train_system(task, folder, resolve_base(task.spec.base_model), seed)
+        return f"{INITIAL_KEY}{seed}", model
 
     def _step(self, index: int, subset: frozenset[str], offset: int) -> tuple[str, Path]:
         step = self.recipe.steps[index]
@@ -118,13 +120,13 @@ class Rebuilder:
         start = step.start or "models/base"
         if "trainer" not in subset:
             start = "models/base"
+        seed = step.seed if offset == 0 else (step.seed or 0) + offset
         if (data, trainer, start) == (self.initial["data"], self.initial["trainer"],
                                       "models/base"):
-            return self.initial_model(offset)
+            return self.initial_model(seed or 0)  # the initial system at the same seed
         if step.snapshot is None or data is None or trainer is None:
             raise RebuildFailed(f"{step.name}: its snapshot does not hold data/ and trainer/")
         start_key, start_path = self._start(step, start, subset, offset)
-        seed = step.seed if offset == 0 else (step.seed or 0) + offset
         flags = set(step.options)
         key = key_of("trained", data, trainer, start_key, sorted(flags), seed)
         folder = self.store / "models" / key
@@ -253,8 +255,9 @@ class Rebuilder:
         """The val or test score of the submission with only ``subset`` of its changes."""
         model_key, model = self.model(subset, offset)
         harness_key, harness = self.harness(subset)
-        if model_key == f"initial-seed{offset}" and "harness" not in subset:
-            prepared = ScoreBook(self.prepared.task).get("initial", split, offset)
+        if model_key.startswith(INITIAL_KEY) and "harness" not in subset:
+            seed = int(model_key.removeprefix(INITIAL_KEY))
+            prepared = ScoreBook(self.prepared.task).get("initial", split, seed)
             if prepared is not None:  # the initial system, as the preparation scored it
                 return prepared
         scores = self.store / "scores.json"
