@@ -10,7 +10,7 @@ from inspect_ai.log import EvalLog, read_eval_log
 from tests.conftest import run_cli
 from vtbench.analysis.synthetic import make_episodes
 from vtbench.episode.record import EpisodeRecord
-from vtbench.episode.retrained import Attribution, Components
+from vtbench.episode.retrained import Attribution, Components, Reproduction
 
 
 def sample_metadata(log: EvalLog) -> dict[str, Any]:
@@ -20,10 +20,11 @@ def sample_metadata(log: EvalLog) -> dict[str, Any]:
     return metadata
 
 
-def attribute_as(folder: Path, attribution: Attribution) -> None:
+def attribute_as(folder: Path, attribution: Attribution,
+                 reproduction: Reproduction | None = None) -> None:
     path = folder / "episode.json"
     record = EpisodeRecord.model_validate_json(path.read_text())
-    record.attribution = attribution
+    record.attribution, record.reproduction = attribution, reproduction
     path.write_text(record.model_dump_json())
 
 
@@ -36,7 +37,9 @@ def test_each_agents_mean_shares_are_reported_beside_its_behaviour(tmp_path: Pat
                         alone=Components(data=0.05, trainer=0.05), interaction=0.1)
     attribute_as(folders[0], data_gain)
     attribute_as(folders[1], mixed)
-    attribute_as(folders[2], Attribution(status="not reproducible", reasons=["because"]))
+    deleted = "models/a was trained on data/ other than its snapshot's"
+    attribute_as(folders[2], Attribution(status="not reproducible", reasons=[deleted]),
+                 Reproduction(reproducible=False, reasons=[deleted]))
 
     html, markdown = tmp_path / "r.html", tmp_path / "r.md"
     done = run_cli("report", str(tmp_path / "runs"), "--html", str(html), "--markdown",
@@ -44,6 +47,9 @@ def test_each_agents_mean_shares_are_reported_beside_its_behaviour(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     page = html.read_text()
     assert '<section id="attribution">' in page and "attribution of gain" in page
+    assert "data +0.400 · trainer +0.000" in page
+    assert "not reproducible: models/a was trained on data/ other than its snapshot&#x27;s" \
+        in page
     table = markdown.read_text().split("## Where the gain came from")[1].split("##")[0]
     reference = next(line for line in table.splitlines() if line.startswith("| reference"))
     assert [c.strip() for c in reference.split("|")[2:7]] == ["2", "0", "75%", "25%", "0%"]

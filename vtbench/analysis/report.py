@@ -158,7 +158,7 @@ def interval_note(board: Leaderboard) -> str:
 
 def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str]]]:
     headers = ["episode", "agent", "task", "seed", "stop", "validations", "best val", "gain",
-               "co-design", "algorithm", "first improvement", "changes",
+               "reproduced", "gain from", "co-design", "algorithm", "first improvement", "changes",
                "agent / training / grading s", "$", "input tok", "cached tok", "output tok"]
     rows = []
     for e in episodes:
@@ -170,13 +170,33 @@ def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str
         spent = m.budget
         rows.append([m.episode_id, agent_key(m), m.task, str(m.seed), stop(e.record),
                      str(m.validations_used),
-                     _num(m.best_val), _num(m.gain, signed=True), _pct(m.codesign_rate),
+                     _num(m.best_val), _num(m.gain, signed=True), reproduced(e.record),
+                     gain_sources(e.record), _pct(m.codesign_rate),
                      _pct(m.algorithm_change_rate), first, kinds,
                      f"{m.budget.agent_seconds:.0f} / {m.budget.training_seconds:.0f} / "
                      f"{m.budget.grading_seconds:.0f}", f"${spent.llm_dollars:.2f}",
                      _tokens(spent.llm_input_tokens), _tokens(spent.llm_cached_input_tokens),
                      _tokens(spent.llm_output_tokens)])
     return headers, rows
+
+
+def reproduced(record: EpisodeRecord) -> str:
+    """``yes``, ``not reproducible: <first reason>``, or ``–`` before ``vtbench reproduce``."""
+    found = record.reproduction
+    if found is None:
+        return "–"
+    return "yes" if found.reproducible else f"not reproducible: {found.reasons[0]}"
+
+
+def gain_sources(record: EpisodeRecord) -> str:
+    """The Shapley split of the test gain (``data +0.300 · trainer +0.000``), or why none."""
+    found = record.attribution
+    if found is None:
+        return "–"
+    if found.status != "attributed":
+        return found.status
+    return " · ".join(f"{c} {getattr(found.shapley, c):+.3f}" for c in found.changed) or \
+        "nothing changed"
 
 
 SECTIONS = ["gain", "leaderboard", "cost", "val-test", "behaviour", "paired", "episodes"]
