@@ -69,8 +69,9 @@ class Rebuilder:
 
     def changed(self) -> list[str]:
         """The components the submission changed: data or trainer where a training of its
-        lineage used other trees than the initial ones (or started elsewhere than the base
-        model, or is a merge: a training method), harness where the submitted one differs."""
+        lineage used other trees than the initial ones (or, the trainer, started elsewhere
+        than the base model), harness where the submitted one differs. A merge carries its
+        parents' changes: every subset applies its recipe to the parents rebuilt."""
         found: set[str] = set()
         for step in self.recipe.steps:
             if step.origin == "trained":
@@ -79,8 +80,6 @@ class Rebuilder:
                 if step.trainer_tree != self.initial["trainer"] or \
                         (step.start or "models/base") != "models/base":
                     found.add("trainer")
-            elif step.origin == "merged":
-                found.add("trainer")
         if self.prepared.task.spec.harness_editable and \
                 self.submitted_harness != self.initial["harness"]:
             found.add("harness")
