@@ -64,3 +64,18 @@ def test_an_idle_trainer_edit_beside_a_data_filter_earns_the_trainer_nothing(
     done = run_cli("attribute", str(folder), "--json")
     assert done.returncode == 0, done.stderr
     assert '"seconds": 0.0' in done.stdout  # every system from the cache
+
+
+def test_the_reference_agents_submission_is_rebuilt_through_its_lineage_and_attributed(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    record, path = run_episode(RunOptions(task=str(prepared_arith), agent="reference",
+                                          out=tmp_path, budget_minutes=10))
+    assert record.submission is not None and record.retraining is not None
+    assert record.retraining.steps[-1].name == record.submission.candidate
+    result = attribute(path.parent)
+    assert result.status == "attributed", result.reasons
+    assert set(result.changed) <= {"data", "trainer"}  # arith fixes its harness
+    total = result.shapley.data + result.shapley.trainer + result.shapley.harness
+    assert total == pytest.approx(result.gain)
+    assert result.gain == pytest.approx(result.systems["+".join(result.changed)]["test"][0]
+                                        - result.systems[""]["test"][0])
