@@ -66,16 +66,40 @@ def test_an_idle_trainer_edit_beside_a_data_filter_earns_the_trainer_nothing(
     assert '"seconds": 0.0' in done.stdout  # every system from the cache
 
 
-def test_the_reference_agents_submission_is_rebuilt_through_its_lineage_and_attributed(
+
+MERGED = r"""
+set -eu
+sed -i 's/^lr = .*/lr = 2e-3/' trainer/config.toml
+head -n 200 data/train.jsonl > /tmp/kept.jsonl
+cat /tmp/kept.jsonl > data/train.jsonl
+python trainer/train.py --base models/base --out models/a --seed 0
+python trainer/train.py --base models/base --out models/b --seed 1
+vtbench merge --method linear --models models/a --models models/b --out models/ab
+vtbench validate --model models/ab
+vtbench submit --model models/ab
+"""
+
+
+def test_a_merged_submission_is_rebuilt_from_its_parents_snapshots_and_recipe(
         prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
-    record, path = run_episode(RunOptions(task=str(prepared_arith), agent="reference",
-                                          out=tmp_path, budget_minutes=10))
-    assert record.submission is not None and record.retraining is not None
-    assert record.retraining.steps[-1].name == record.submission.candidate
+    encoded = base64.b64encode(MERGED.encode()).decode()
+    record, path = run_episode(RunOptions(
+        task=str(prepared_arith), agent=f"command:echo {encoded} | base64 -d | sh",
+        out=tmp_path, budget_minutes=8))
+    assert record.retraining is not None, (path.parent / "agent.log").read_text()
+    steps = record.retraining.steps
+    assert [(s.name, s.origin) for s in steps] == [
+        ("models/a", "trained"), ("models/b", "trained"), ("models/ab", "merged")]
+    assert steps[2].parents == [0, 1] and steps[2].method == "linear"
+    assert [s.seed for s in steps[:2]] == [0, 1]
+
     result = attribute(path.parent)
     assert result.status == "attributed", result.reasons
-    assert set(result.changed) <= {"data", "trainer"}  # arith fixes its harness
-    total = result.shapley.data + result.shapley.trainer + result.shapley.harness
+    assert result.changed == ["data", "trainer"]
+    total = result.shapley.data + result.shapley.trainer
     assert total == pytest.approx(result.gain)
-    assert result.gain == pytest.approx(result.systems["+".join(result.changed)]["test"][0]
-                                        - result.systems[""]["test"][0])
+    built, _ = rebuilder(path.parent, load_record(path.parent))
+    _, merged = built.model(frozenset({"data", "trainer"}), 0)
+    _, first = built.model(frozenset({"data"}), 0)  # no merge without the trainer's change
+    assert weights(merged) != weights(first)
+    assert load_record(path.parent).reproduction is not None

@@ -70,8 +70,8 @@ class Rebuilder:
     def changed(self) -> list[str]:
         """The components the submission changed: data or trainer where a training of its
         lineage used other trees than the initial ones (or, the trainer, started elsewhere
-        than the base model), harness where the submitted one differs. A merge carries its
-        parents' changes: every subset applies its recipe to the parents rebuilt."""
+        than the base model, or merged: merging is a way of making the model), harness
+        where the submitted one differs."""
         found: set[str] = set()
         for step in self.recipe.steps:
             if step.origin == "trained":
@@ -80,6 +80,8 @@ class Rebuilder:
                 if step.trainer_tree != self.initial["trainer"] or \
                         (step.start or "models/base") != "models/base":
                     found.add("trainer")
+            elif step.origin == "merged":
+                found.add("trainer")
         if self.prepared.task.spec.harness_editable and \
                 self.submitted_harness != self.initial["harness"]:
             found.add("harness")
@@ -210,8 +212,14 @@ class Rebuilder:
 
     def _merged(self, step: RetrainStep, subset: frozenset[str],
                 offset: int) -> tuple[str, Path]:
+        """The merge of the parents rebuilt with ``subset``; without the trainer's change
+        (merging is one) its first model rebuilt with ``subset`` stands in for it."""
         from vtbench.grader.api import MergeRequest
 
+        if not step.parents:
+            raise RebuildFailed(f"{step.name} merges folders the lineage does not hold")
+        if "trainer" not in subset:
+            return self._step(step.parents[0], subset, offset)
         parts = (step.method or "").split()
         options = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
         built = [self._step(p, subset, offset) for p in step.parents]
