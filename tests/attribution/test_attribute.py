@@ -103,3 +103,15 @@ def test_a_merged_submission_is_rebuilt_from_its_parents_snapshots_and_recipe(
     _, first = built.model(frozenset({"data"}), 0)  # no merge without the trainer's change
     assert weights(merged) != weights(first)
     assert load_record(path.parent).reproduction is not None
+
+
+def test_a_finished_episode_resumed_with_attribute_is_attributed_as_a_campaign_asks(
+        prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
+    record, path = run_episode(RunOptions(task=str(prepared_arith), agent="noop",
+                                          out=tmp_path, budget_minutes=5))
+    assert record.submitted and record.attribution is None
+    done = run_cli("run", "--resume", str(path.parent), "--attribute", "--json")
+    assert done.returncode == 0, done.stderr
+    assert '"attribution": "attributed"' in done.stdout
+    attributed = load_record(path.parent).attribution
+    assert attributed is not None and attributed.changed == [] and attributed.gain == 0.0
