@@ -65,6 +65,13 @@ def test_an_idle_trainer_edit_beside_a_data_filter_earns_the_trainer_nothing(
     assert done.returncode == 0, done.stderr
     assert '"seconds": 0.0' in done.stdout  # every system from the cache
 
+    two = attribute(folder, seeds=2)  # seed 0 from the cache, seed 1 trained
+    assert two.seeds == [0, 1] and len(two.systems["trainer"]["test"]) == 2
+    assert two.shapley.trainer == 0.0 and two.intervals["trainer"] == [0.0, 0.0]
+    assert set(two.intervals) == {"data", "trainer", "interaction"}
+    _, idle_edit_1 = built.model(frozenset({"trainer"}), 1)
+    assert weights(idle_edit_1) == weights(built.initial_model(1)[1]) != weights(initial)
+
 
 
 MERGED = r"""
