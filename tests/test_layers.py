@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prepare",),
     ("grader",),
     ("episode",),
+    ("attribution",),
     ("campaign",),
     ("analysis",),
     ("cli", "__main__"),

@@ -30,6 +30,12 @@ def task_store(task_id: str) -> Path:
     return home() / "tasks" / task_id
 
 
+def attribution_store(episode_id: str) -> Path:
+    """What ``vtbench reproduce`` and ``attribute`` rebuilt of one episode's submission
+    (systems, models, scores), kept so that a second call costs nothing."""
+    return home() / "attribution" / episode_id
+
+
 def secret_file() -> Path:
     return home() / "secret"
 

@@ -39,6 +39,7 @@ from vtbench.tasks.registry import Task
 
 log = logging.getLogger("vtbench.workspace")
 UNTRACKED = ("models",)
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 """Workspace entries a snapshot leaves out: candidates are hashed by the grader's intake."""
 BLOCK = 4096
 """What one stored file costs at least on disk (a block, and an inode)."""
@@ -337,6 +338,28 @@ class TreeWriter:
 
     def _path(self, oid: str) -> Path:
         return self.objects / oid[:2] / oid[2:]
+
+
+class TreeHasher(TreeWriter):
+    """The tree hash :class:`TreeWriter` would write for a folder, with nothing written:
+    what the runner notes of ``data/`` and ``trainer/`` when a training starts, to compare
+    with the snapshot that later names the trained folder."""
+
+    def __init__(self) -> None:
+        super().__init__(Path("/nonexistent"))
+
+    def _has(self, oid: str) -> bool:
+        return True
+
+
+def tree_hash(folder: Path) -> str | None:
+    """The git tree hash of everything in ``folder`` as a snapshot records it; None where
+    it cannot be read (missing, or nested past :data:`MAX_DEPTH`)."""
+    try:
+        found = TreeHasher().root(folder)
+    except (OSError, SnapshotRefused):
+        return None
+    return None if found == EMPTY_TREE else found  # a snapshot records no empty folder
 
 
 def exists_at(dir_fd: int, name: str) -> bool:

@@ -79,6 +79,22 @@ def test_a_shared_campaign_runs_every_episode_with_shared_cores(tmp_path: Path) 
     assert "--shared" in argv and argv[argv.index("--budget-minutes") + 1] == "4.0"
 
 
+def test_attribute_true_makes_every_episodes_runner_attribute_it_after_the_episode(
+        tmp_path: Path) -> None:
+    from vtbench.campaign.attempt import Attempt, runner_command
+
+    plan = load_plan(write_campaign(tmp_path, 'agents = [{name = "noop"}]\n'
+                                              'tasks = ["arith"]\nseeds = [0, 1]\n'
+                                              "attribute = true\n"))
+    assert all(e.attribute for e in plan.episodes)
+    argv = runner_command(Attempt(plan.episodes[0], 1, "bwrap", False), tmp_path, None)
+    assert argv[-1] == "--attribute"
+    plain = load_plan(write_campaign(tmp_path / "plain", 'agents = [{name = "noop"}]\n'
+                                                         'tasks = ["arith"]\nseeds = [0]\n'))
+    assert "--attribute" not in runner_command(Attempt(plain.episodes[0], 1, "bwrap", False),
+                                               tmp_path, None)
+
+
 BAD = {
     "unknown agent": ('agents = [{name = "gpt-wizard"}]\ntasks = ["arith"]\nseeds = [0]\n',
                       "unknown agent 'gpt-wizard'"),

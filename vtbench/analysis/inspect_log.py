@@ -100,7 +100,11 @@ def sample(episode: Episode) -> "EvalSample":
                   metadata={"initial_test": record.initial_test, "final_test": record.final_test,
                             "reference_test": record.reference_test,
                             "normalized_gain": record.normalized_gain,
-                            "submitted": record.submitted})
+                            "submitted": record.submitted,
+                            "attribution": record.attribution.model_dump(mode="json")
+                            if record.attribution else None,
+                            "reproduction": record.reproduction.model_dump(mode="json")
+                            if record.reproduction else None})
     return EvalSample(id=record.episode_id, epoch=1, input=INSTRUCTION, target="",
                       messages=messages(episode.folder), events=step_events(episode),
                       scores={"test_gain": score},

@@ -17,6 +17,7 @@ from vtbench.printable import printable
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from vtbench.analysis.attribution import AgentAttribution
     from vtbench.analysis.loading import Episode
 
 AGENT_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
@@ -277,4 +278,36 @@ def val_vs_test(episodes: Sequence["Episode"], agents: Sequence[str]) -> bytes:
     ax.set_ylabel("test score")
     ax.grid(alpha=0.25)
     _side_legend(figure)
+    return png(figure)
+
+
+ATTRIBUTION_COLOURS = {"data": "#4c72b0", "trainer": "#dd8452", "harness": "#55a868",
+                       "interaction": "#8c8c8c"}
+
+
+def attribution_bars(rows: Sequence["AgentAttribution"]) -> bytes:
+    """Per agent, the mean test gain stacked from each change alone (data, trainer,
+    harness) and the interaction (negative parts below zero); beside it, the share of
+    iterations that touched at least two components."""
+    agents = [row.agent for row in rows]
+    figure = _figure(10, 3.4)
+    gain_ax, rate_ax = figure.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
+    xs = list(range(len(agents)))
+    above, below = [0.0] * len(agents), [0.0] * len(agents)
+    for part, colour in ATTRIBUTION_COLOURS.items():
+        values = [row.parts.get(part, 0.0) for row in rows]
+        bottoms = [a if v >= 0 else b for v, a, b in zip(values, above, below, strict=True)]
+        gain_ax.bar(xs, values, bottom=bottoms, width=0.6, color=colour, label=part)
+        above = [a + max(v, 0.0) for a, v in zip(above, values, strict=True)]
+        below = [b + min(v, 0.0) for b, v in zip(below, values, strict=True)]
+    gain_ax.axhline(0, color="#444444", linewidth=0.8)
+    gain_ax.set_xticks(xs, [as_text(a) for a in agents])
+    gain_ax.set_ylabel("mean test gain, by source")
+    gain_ax.grid(axis="y", alpha=0.25)
+    rate_ax.bar(xs, [row.codesign_rate or 0.0 for row in rows], width=0.6, color="#8172b3")
+    rate_ax.set_xticks(xs, [as_text(a) for a in agents])
+    rate_ax.set_ylim(0, 1)
+    rate_ax.set_ylabel("co-design rate (behaviour)")
+    rate_ax.grid(axis="y", alpha=0.25)
+    _side_legend(figure, gain_ax.get_legend_handles_labels()[0])
     return png(figure)

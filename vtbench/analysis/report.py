@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vtbench.analysis import pages, plots
+from vtbench.analysis.attribution import attribution_table, by_agent
 from vtbench.analysis.leaderboard import (
     Cost,
     Leaderboard,
@@ -159,7 +160,7 @@ def interval_note(board: Leaderboard) -> str:
 
 def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str]]]:
     headers = ["episode", "agent", "task", "seed", "stop", "validations", "best val", "gain",
-               "reserved",
+               "reserved", "reproduced", "gain from",
                "co-design", "algorithm", "first improvement", "changes",
                "agent / training / grading s", "$", "input tok", "cached tok", "output tok"]
     rows = []
@@ -174,13 +175,33 @@ def episode_table(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str
                      str(m.validations_used),
                      _num(m.best_val),
                      _num(m.gain, signed=True) + (" (shared)" if m.shared else ""),
-                     m.reserved or "unrecorded", _pct(m.codesign_rate),
+                     m.reserved or "unrecorded", reproduced(e.record),
+                     gain_sources(e.record), _pct(m.codesign_rate),
                      _pct(m.algorithm_change_rate), first, kinds,
                      f"{m.budget.agent_seconds:.0f} / {m.budget.training_seconds:.0f} / "
                      f"{m.budget.grading_seconds:.0f}", f"${spent.llm_dollars:.2f}",
                      _tokens(spent.llm_input_tokens), _tokens(spent.llm_cached_input_tokens),
                      _tokens(spent.llm_output_tokens)])
     return headers, rows
+
+
+def reproduced(record: EpisodeRecord) -> str:
+    """``yes``, ``not reproducible: <first reason>``, or ``–`` before ``vtbench reproduce``."""
+    found = record.reproduction
+    if found is None:
+        return "–"
+    return "yes" if found.reproducible else f"not reproducible: {found.reasons[0]}"
+
+
+def gain_sources(record: EpisodeRecord) -> str:
+    """The Shapley split of the test gain (``data +0.300 · trainer +0.000``), or why none."""
+    found = record.attribution
+    if found is None:
+        return "–"
+    if found.status != "attributed":
+        return found.status
+    return " · ".join(f"{c} {getattr(found.shapley, c):+.3f}" for c in found.changed) or \
+        "nothing changed"
 
 
 SECTIONS = ["gain", "leaderboard", "cost", "val-test", "behaviour", "paired", "episodes"]
@@ -239,10 +260,24 @@ def _sections(report: Report) -> list[str]:
                  pages.figure(plots.behaviour_rates(board), "behaviour rates",
                               "Share of iterations that touch ≥ 2 components, all 3, or the "
                               "training algorithm.")),
+        *_attribution_section(episodes),
         _section("paired", "Paired differences", pages.table(paired_table(board), "paired")),
         _section("episodes", "Episodes", pages.table(episode_table(episodes), "episodes"),
                  *(pages.episode_section(e, agent_key(e.metrics)) for e in episodes)),
     ]
+
+
+def _attribution_section(episodes: Sequence[Episode]) -> list[str]:
+    """"Where the gain came from", where some episode has been attributed."""
+    rows = by_agent(episodes)
+    if not rows:
+        return []
+    return [_section("attribution", "Where the gain came from", pages.figure(
+        plots.attribution_bars(rows), "attribution of gain",
+        "Mean test gain per agent, stacked from each component's change alone and their "
+        "interaction (vtbench attribute: each submission rebuilt with every subset of its "
+        "changes), beside the share of iterations that touched at least two components."),
+        pages.table(attribution_table(rows), "attribution"))]
 
 
 def render_html(report: Report) -> str:
@@ -281,6 +316,8 @@ def render_markdown(report: Report) -> str:
         "## Leaderboard", _md_table(leaderboard_table(board)),
         "## Initial → final test score", _md_table(published_table(board)),
         "## Across tasks", _md_table(aggregate_table(board)),
+        *(["## Where the gain came from", _md_table(attribution_table(by_agent(
+            report.episodes)))] if by_agent(report.episodes) else []),
         "## Paired differences", _md_table(paired_table(board)),
         "## Episodes", _md_table(episode_table(report.episodes)),
         *(["## Episodes without a result (not counted)",

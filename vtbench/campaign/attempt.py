@@ -106,6 +106,8 @@ def runner_command(attempt: Attempt, slot: Path, resume: Path | None) -> list[st
         argv.append("--allow-weak-limits")
     if attempt.shared:
         argv.append("--shared")
+    if episode.attribute:
+        argv.append("--attribute")
     if resume is not None:
         argv += ["--resume", str(resume)]
     if attempt.close is not None:

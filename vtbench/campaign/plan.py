@@ -94,6 +94,10 @@ class CampaignFile(Strict):
     """Where episodes run: this host, or a Ray cluster (``--executor`` overrides it)."""
     ray: RaySettings = RaySettings()
     """Settings of the Ray executor."""
+    attribute: bool = False
+    """After each episode, attribute its gain to data, trainer and harness (``vtbench
+    attribute``, one seed) in the same runner process on the same executor: operator
+    compute, cached in the private store, resumed like the episodes."""
 
     @model_validator(mode="after")
     def _unique(self) -> "CampaignFile":
@@ -127,6 +131,9 @@ class PlannedEpisode(Strict):
     """The task's ``resources.cpus``: what the executor reserves for the episode."""
     gpus: int
     memory_gb: float
+    attribute: bool = False
+    """Run ``vtbench attribute`` on the episode once it has finished (``vtbench run
+    --attribute``)."""
 
 
 class Plan(Strict):
@@ -225,7 +232,8 @@ def resolve(spec: CampaignFile, path: Path) -> Plan:
                     reasoning_effort=agent.reasoning_effort, gateway_config=gateway,
                     task=str(task.root), task_id=task.id, seed=seed,
                     budget_minutes=spec.budget.budget_minutes, cpus=resources.cpus,
-                    gpus=resources.gpus, memory_gb=resources.memory_gb))
+                    gpus=resources.gpus, memory_gb=resources.memory_gb,
+                    attribute=spec.attribute))
     keys = [e.key for e in episodes]
     if len(set(keys)) < len(keys):
         raise PlanError("two agent labels name the same episode folder",

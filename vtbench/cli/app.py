@@ -5,7 +5,17 @@ from typing import Annotated
 
 import typer
 
-from vtbench.cli import campaign, client, gateway, grader, prepare, report, run, tasks
+from vtbench.cli import (
+    attribution,
+    campaign,
+    client,
+    gateway,
+    grader,
+    prepare,
+    report,
+    run,
+    tasks,
+)
 
 app = typer.Typer(
     help="VibeTraining-Bench: evaluate research agents that co-design data, trainer and harness.",
@@ -38,5 +48,7 @@ for command in (client.status, client.validate, client.models, client.merge, cli
     app.command(rich_help_panel="Inside an episode")(command)
 app.add_typer(gateway.app, name="gateway")
 app.add_typer(grader.app, name="grader")
+app.command("reproduce")(attribution.reproduce)
+app.command("attribute")(attribution.attribute)
 app.command("report")(report.report)
 app.add_typer(campaign.app, name="campaign")

@@ -20,7 +20,8 @@ def summary(record: "EpisodeRecord", record_path: Path) -> dict[str, object]:
             "sandbox_limits": (record.provenance.sandbox_limits_detail or "unrecorded")
             + (", weak limits allowed" if record.provenance.weak_limits_allowed else ""),
             "reserved": reserved_line(record),
-            "record_path": str(record_path)}
+            "record_path": str(record_path),
+            **({"attribution": record.attribution.status} if record.attribution else {})}
 
 
 def reserved_line(record: "EpisodeRecord") -> str:
@@ -62,6 +63,10 @@ def run(
     wait_for_cores: Annotated[float, typer.Option(
         help="Minutes to wait for free cores (and GPUs) where other episodes hold them; "
              "0 refuses at once, naming who holds them.")] = 0.0,
+    attribute: Annotated[bool, typer.Option(
+        help="Then attribute the episode's gain to data, trainer and harness (vtbench "
+             "attribute, one seed): operator compute, never the agent's; with --resume of a "
+             "finished episode, only what is not yet cached.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result object.")] = False,
 ) -> None:
     """Run one episode; the agent's submission is scored on the hidden test split."""
@@ -81,6 +86,11 @@ def run(
                          shared=shared, wait_for_cores_minutes=wait_for_cores)
     record, path = run_episode(options, events=lambda line: err_console.log(line),
                                resume=resume, close=close)
+    if attribute:
+        from vtbench.attribution import attribute as attribute_episode
+
+        record.attribution = attribute_episode(path.parent, sandbox=sandbox,
+                                               say=lambda line: err_console.log(line))
     result = summary(record, path)
     if as_json:
         print_json(result)

@@ -18,10 +18,13 @@ torch without running a program of ``trainer/`` (nor descending from one), that 
 
 Recorded, with command, arguments and working folder: every training process, and every
 process that names a folder under ``models/`` while naming something elsewhere (``cp
-/tmp/w.safetensors models/x/``). The records are rewritten to ``processes.json`` in the
-episode folder (outside the agent's reach) whenever they change and while one of them
-runs, so the grader's lineage reads what the runner has seen up to that moment
-(:mod:`vtbench.grader.lineage`); the episode record keeps them.
+/tmp/w.safetensors models/x/``). For a program of ``trainer/`` (not its children) the
+record also keeps the git tree hashes of ``data/`` and ``trainer/`` as the runner first
+saw it run (hashed, nothing written), so that a reproduction can tell a snapshot taken
+after the agent changed or deleted what the training read. The records are rewritten
+to ``processes.json`` in the episode folder (outside the agent's reach) whenever they
+change and while one of them runs, so the grader's lineage reads what the runner has
+seen up to that moment (:mod:`vtbench.grader.lineage`); the episode record keeps them.
 
 Limits, said plainly: a process shorter than a sample may go unseen; a trainer outside
 ``trainer/`` that loads no torch is not seen training; a program of ``trainer/`` that
@@ -36,6 +39,7 @@ from pathlib import Path, PurePosixPath
 from vtbench.grader.api import ProcessSeen
 from vtbench.grader.lineage import read_processes
 from vtbench.sandbox import Mount
+from vtbench.workspace import tree_hash
 
 WORKSPACE = PurePosixPath("/workspace")
 TRAINER = "trainer"
@@ -245,6 +249,8 @@ class ProcessWatch:
                 pid=live.pid, first_seen=live.first_seen, last_seen=now,
                 cwd=live.cwd[:MAX_ARG_CHARS], argv=bounded(live.argv), training=trains,
                 elsewhere=elsewhere, candidates=judged.candidates)
+            if judged.from_trainer and not live.ancestors_train:
+                self._note_components(live.record)
             self.records.append(live.record)
             return True
         live.record.last_seen = now
@@ -252,6 +258,14 @@ class ProcessWatch:
             return False
         live.record.training, live.record.elsewhere = trains, elsewhere
         return True
+
+
+    def _note_components(self, record: ProcessSeen) -> None:
+        """What ``data/`` and ``trainer/`` hold as this training starts: a reproduction
+        compares them with the snapshot that names its output (a file used and deleted
+        before the snapshot shows here)."""
+        record.data_tree = tree_hash(self.places.workspace / "data")
+        record.trainer_tree = tree_hash(self.places.workspace / "trainer")
 
 
 def bounded(argv: list[str]) -> list[str]:

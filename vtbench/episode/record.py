@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vtbench.episode.recipe import Retraining
+from vtbench.episode.retrained import Attribution, Reproduction
 from vtbench.grader.api import LineageRecord as Lineage
 from vtbench.grader.api import ProcessSeen
 from vtbench.grader.api import SubmissionRecord as Submission
@@ -141,6 +143,14 @@ class EpisodeRecord(Record):
     """Every training process the runner saw in the sandbox (and every process that named a
     candidate folder and something elsewhere): command, arguments, working folder, what it
     ran or named outside the components (:mod:`vtbench.episode.processes`)."""
+    retraining: Retraining | None = None
+    """What it takes to retrain the submission from its snapshots
+    (:mod:`vtbench.episode.recipe`); None without a submission, or in older records."""
+    reproduction: Reproduction | None = None
+    """``vtbench reproduce``: the submission retrained from its snapshots (operator side,
+    after the episode); None until it ran."""
+    attribution: Attribution | None = None
+    """``vtbench attribute``: the test gain split into data, trainer and harness."""
     spent: BudgetSpent = Field(default_factory=BudgetSpent)
     llm: LlmUsage = Field(default_factory=LlmUsage)
     provenance: Provenance = Field(default_factory=Provenance)

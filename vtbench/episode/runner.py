@@ -45,6 +45,7 @@ from vtbench.episode.leak_audit import audit, workspace_copies
 from vtbench.episode.plumbing import output_pipe, relayed_sockets
 from vtbench.episode.processes import Places, ProcessWatch, load, read_only_places
 from vtbench.episode.provenance import provenance
+from vtbench.episode.recipe import Snapshots, retraining
 from vtbench.episode.record import EpisodeRecord
 from vtbench.episode.sandbox import GATEWAY_PORT, research_spec
 from vtbench.episode.timesplit import (
@@ -314,9 +315,10 @@ def read_ledger(client: GraderClient, episode_id: str, seen: int,
 
 
 def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
-             stop_reason: str, agent_ended: float) -> EpisodeRecord:
-    """Score the submission on test (grader side) and complete the record; the runner's
-    time from ``agent_ended`` on is its own, but for the test scoring."""
+             stop_reason: str, agent_ended: float, task: Task) -> EpisodeRecord:
+    """Score the submission on test (grader side) and complete the record, with what it
+    takes to retrain the submission; the runner's time from ``agent_ended`` on is its own,
+    but for the test scoring."""
     state = episode.state()
     scoring = time.time()
     result = client.finish(state["episode"])
@@ -328,6 +330,10 @@ def finalize(episode: Episode, record: EpisodeRecord, client: GraderClient,
     record.candidates = history.candidates
     record.processes = load(episode.processes)
     record.submitted = record.submission is not None
+    if record.submission is not None:
+        record.retraining = retraining(
+            record.submission, record.candidates, task.spec.components.trainer.entry,
+            record.seed, Snapshots(episode.snapshots, episode.workspace))
     record.final_test = result.test_score if record.submitted else record.initial_test
     record.gain = result.gain if record.submitted else 0.0
     record.normalized_gain = result.normalised_gain if record.submitted else 0.0
@@ -418,7 +424,8 @@ def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
         if close is not None:
             events("closing the episode without its agent: scoring what the ledger holds")
             record.runner_failure = close
-            return finalize(episode, record, client, "runner_failed", began)
+            return finalize(episode, record, client, "runner_failed", began,
+                            prepared.task)
         agent, task = get_agent(record.agent), prepared.task
         try:
             with episode_gateway(agent.needs_gateway, options.gateway_config, agent.name,
@@ -431,4 +438,4 @@ def run_started(episode: Episode, record: EpisodeRecord, options: RunOptions,
             episode.save(record)
             raise
         events(f"agent stopped ({reason}); scoring the submission on the hidden test split")
-        return finalize(episode, record, client, reason, agent_ended)
+        return finalize(episode, record, client, reason, agent_ended, task)

@@ -189,6 +189,11 @@ class ProcessSeen(View):
     ``/tmp/cfg.toml``), or ``(inline program)`` for code given on its command line."""
     candidates: list[str] = Field(default_factory=list)
     """Paths under ``models/`` it named (``models/a``), other than ``base`` and ``initial``."""
+    data_tree: str | None = None
+    """Git tree hash of the workspace's ``data/`` when the runner first saw this program of
+    ``trainer/`` run (None for other processes, and in records from before it)."""
+    trainer_tree: str | None = None
+    """Git tree hash of ``trainer/`` at that moment."""
 
 
 TrainedWith = Literal["components", "outside", "unknown"]

@@ -28,7 +28,8 @@ class RunAlone(VtbenchError):
 @dataclass
 class Job:
     name: str
-    run: Callable[[], None]
+    run: Callable[[], object]
+    """What the job does; what it returns is not kept."""
     ready: Callable[[], bool] = lambda: True
     run_alone: Callable[[], None] | None = None
     """What to run instead once the job has raised :class:`RunAlone` (None: it fails)."""
