@@ -8,7 +8,7 @@ sandbox from the image and compares their outcomes (``filesystem.agrees``).
 Two sources. **Human-written**: NL2Bash's items from ``icalfa`` (operator-only, see
 ``icalfa_package``), over its five scripted file systems, each frozen into an image once
 (:func:`images`). :func:`human_items` keeps an item only where the gold gives the same
-outcome twice (deterministic: not ``ps``, ``date``, ``lsof``), differs from ``true`` (it
+outcome three times (deterministic: not ``ps``, ``date``, ``lsof``), differs from ``true`` (it
 does something) and agrees with the second gold (clean: the lenient rule accepts a
 second way of writing it); an item whose gold names a program this host lacks is dropped
 and named (:func:`missing_tools`; ``apt-get install`` gives them back). The clean items of
@@ -93,13 +93,15 @@ def missing_tools(command: str) -> list[str]:
     return sorted({w for w in command_words(command) if shutil.which(w, path=path) is None})
 
 
-def check(image: bytes, gold: str, gold2: str, twice: bool) -> str:
-    """Why the item is not kept (``deterministic``, ``trivial``, ``unclean``), or ''."""
+def check(image: bytes, gold: str, gold2: str, rerun: bool) -> str:
+    """Why the item is not kept (``deterministic``, ``trivial``, ``unclean``), or ''. With
+    ``rerun``, the gold runs three times: once more catches a race (``tee >(wc -l)``)
+    that one rerun on a quiet host can miss."""
     initial = filesystem.initial_state(image)
     first = filesystem.run(image, gold)
     if not first.contained:
         return "deterministic"
-    if twice and filesystem.run(image, gold) != first:
+    if rerun and any(filesystem.run(image, gold) != first for _ in range(2)):
         return "deterministic"
     if filesystem.agrees(first, filesystem.run(image, "true"), initial):
         return "trivial"
@@ -126,7 +128,7 @@ def human_items() -> tuple[dict, ...]:
               file=sys.stderr)
     with ThreadPoolExecutor(max_workers=4) as pool:
         reasons = list(pool.map(
-            lambda c: check(images()[c[0]], c[1]["gold"], c[1]["gold2"], twice=True),
+            lambda c: check(images()[c[0]], c[1]["gold"], c[1]["gold2"], rerun=True),
             candidates))
     kept, seen = [], set()
     for (fs, raw), reason in zip(candidates, reasons, strict=True):
@@ -174,7 +176,7 @@ def generated_item(rng: random.Random, held_out: bool) -> dict | None:
     if drawn is None:
         return None
     image = tree_image(drawn["tree"])
-    if check(image, drawn["gold"], drawn["gold2"], twice=False):
+    if check(image, drawn["gold"], drawn["gold2"], rerun=False):
         return None
     return make_item(drawn["query"], image, drawn["gold"], drawn["gold2"],
                      f"generated-{family.name}")

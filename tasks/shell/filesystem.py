@@ -39,7 +39,10 @@ from pathlib import Path
 from vtbench.sandbox import Limits, Mount, SandboxSpec, get_sandbox, prepare_writable
 
 WALL_SECONDS = 5.0
-PIDS = 64
+PIDS = 256
+"""Per sandbox through a cgroup; where only weak limits are allowed it becomes one
+RLIMIT_NPROC for every process of the sandbox uid, harnesses evaluated at the same time
+included, so it is not tight (a fork bomb is still ended by it or the wall clock)."""
 MEMORY_MB = 1024
 FILE_MB = 4
 OUTPUT_BYTES = 1 << 16

@@ -3,6 +3,7 @@ contains what a candidate tries, held-out phrasings, flawed public data, the ref
 changes, and (slow) every clean human item's golds."""
 
 import random
+import re
 import socket
 import sys
 import time
@@ -130,13 +131,13 @@ def test_icalfa_is_readable_only_from_the_operator_folder(tmp_path, monkeypatch)
 
 
 def test_held_out_phrasings_never_appear_in_the_public_data() -> None:
-    queries = [builder.row_input(row)["query"].lower() for row in read_rows(
-        TASK.root / "public" / "data")]
+    queries = [builder.row_input(row)["query"] for row in read_rows(TASK.root / "public" / "data")]
     for family in templates.FAMILIES:
-        for phrasing in family.held_out:
-            opening = phrasing.split("{")[0].strip().lower()
-            assert not any(q.startswith(opening) for q in queries), phrasing
         assert not set(family.held_out) & set(family.train)
+        for phrasing in family.held_out:
+            parts = re.split(r"\{\w+\}", phrasing)
+            pattern = re.compile(".+".join(re.escape(part) for part in parts), re.I)
+            assert not any(pattern.fullmatch(query) for query in queries), phrasing
 
 
 def test_the_initial_data_is_flawed_the_way_the_readme_says() -> None:
@@ -241,3 +242,19 @@ def test_val_and_test_split_the_human_items_by_file_system_and_are_disjoint() ->
 @pytest.mark.slow
 def test_committed_public_data_is_what_the_builder_generates() -> None:
     assert read_rows(TASK.root / "public" / "data") == builder.public_rows()
+
+
+@pytest.mark.slow
+def test_every_test_item_has_a_fingerprint_and_a_planted_one_is_found(
+        private_store, tmp_path) -> None:
+    import json
+
+    from vtbench.episode.leak_audit import LeakFound, audit, fingerprints
+    from vtbench.tasks.store import ensure_splits, load_split
+
+    ensure_splits(TASK)
+    assert fingerprints(TASK)
+    item = load_split(TASK, "test")[3]
+    (tmp_path / "notes.jsonl").write_text("noise\n" * 50 + json.dumps(item["label"]))
+    with pytest.raises(LeakFound):
+        audit(TASK, [tmp_path])
