@@ -50,8 +50,6 @@ PROMPT = ("<|im_start|>system\n" + SYSTEM + "<|im_end|>\n<|im_start|>user\n" + R
           + "<|im_end|>\n<|im_start|>assistant\n")
 FOLDERS = {1: ["testbed"], 2: ["system"], 3: ["workspace", "backup"], 4: [], 5: ["testbed"]}
 """The top-level folders each icalfa setup script writes (it runs with these writable)."""
-HUMAN_SHARE = 0.5
-"""Of a split, the share of human-written items; the rest are generated."""
 SHELL_WORDS = """
     echo printf cd pwd export read set test [ [[ for while until do done if then else elif fi
     case esac true false type alias eval exec exit let local unset wait time declare shopt
@@ -145,9 +143,11 @@ def make_item(query: str, image: bytes, gold: str, gold2: str, source: str) -> d
             "label": {"query": query, "gold": gold, "gold2": gold2, "source": source}}
 
 
-def ordered_human() -> list[dict]:
-    """Validation's half first: alternate items of each file system in a fixed order."""
-    first, second = [], []
+def human_halves() -> tuple[list[dict], list[dict]]:
+    """Validation's half and test's: every file system's items in a fixed shuffled order,
+    the even-numbered to the first half, the odd-numbered to the second."""
+    first: list[dict] = []
+    second: list[dict] = []
     by_source: dict[str, list[dict]] = {}
     for item in human_items():
         by_source.setdefault(item["label"]["source"], []).append(item)
@@ -156,6 +156,11 @@ def ordered_human() -> list[dict]:
         random.Random(2026).shuffle(shuffled)
         first += shuffled[0::2]
         second += shuffled[1::2]
+    return first, second
+
+
+def ordered_human() -> list[dict]:
+    first, second = human_halves()
     return first + second
 
 
@@ -183,10 +188,12 @@ def generated_item(rng: random.Random, held_out: bool) -> dict | None:
 
 
 def build_split(rng: random.Random, size: int, exclude: set[str]) -> list[dict]:
-    """Half of the clean human items not in ``exclude`` (validation's half first), then
-    generated items over random trees with held-out phrasings, to ``size``."""
-    human = ordered_human()
-    share = min(int(size * HUMAN_SHARE), (len(human) + 1) // 2)
+    """Half of the clean human items not in ``exclude`` (validation's half first: every
+    file system's even-numbered items in the fixed order), then generated items over
+    random trees with held-out phrasings, to ``size``."""
+    first, second = human_halves()
+    human = first + second
+    share = min(size, len(first))
     items: list[dict] = []
     for item in human:
         if len(items) == share:

@@ -2,8 +2,8 @@
 
 Protocol: python run.py --inputs IN.jsonl --base-url URL --out OUT.jsonl (see the initial
 harness). For each instance it
-1. unpacks the file system into a scratch folder and explores it read-only (the paths
-   under each top-level folder), and drops a sampled command that names a path under
+1. unpacks the file system into a scratch folder and explores it read-only (``find``
+   over each top-level folder), and drops a sampled command that names a path under
    those folders whose folder does not exist;
 2. asks the model for a greedy reply and ``samples`` sampled ones, and keeps the first
    line of each that looks like a command (prose lines and code fences skipped);
@@ -66,9 +66,12 @@ def unpack(image_text: str, root: Path) -> list[str]:
 
 
 def explore(root: Path, tops: list[str]) -> list[str]:
-    """Read-only: every path of the image, as the command sees it."""
-    return sorted("/" + p.relative_to(root).as_posix() for top in tops
-                  for p in [root / top, *(root / top).rglob("*")])
+    """Read-only: ``find`` over the image's folders, every path as the command sees it."""
+    if not tops:
+        return []
+    found = subprocess.run(["find", *tops], cwd=root, capture_output=True, text=True,
+                           timeout=10, check=False)
+    return sorted("/" + line for line in found.stdout.splitlines() if line)
 
 
 def pointed(command: str, tops: list[str], root: Path) -> str:
