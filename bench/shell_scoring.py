@@ -14,6 +14,7 @@ import os
 import platform
 import random
 import time
+from collections import Counter
 
 from vtbench.tasks import find_task
 
@@ -24,6 +25,8 @@ def main() -> None:
     options = parser.parse_args()
     task = find_task("shell")
     builder, scorer = task.builder, task.scorer
+    kept = Counter(item["label"]["source"] for item in builder.human_items())
+    print(f"clean human items: {sum(kept.values())} ({dict(sorted(kept.items()))})")
     human = list(builder.ordered_human()[: options.items // 2])
     rng = random.Random(1)
     generated: list[dict] = []

@@ -77,8 +77,9 @@ def random_tree(rng: random.Random) -> Tree:
             tree.folders.append(path)
     for _ in range(rng.randint(8, 16)):
         ext = rng.choice(EXTENSIONS)
+        stem = rng.choice(WORDS)
         suffixes = ["", "_" + rng.choice(WORDS), str(rng.randint(1, 99))]
-        name = rng.choice(WORDS) + rng.choice(suffixes)
+        name = stem + rng.choice(suffixes)
         tree.files.setdefault(f"{rng.choice(tree.folders)}/{name}.{ext}", file_text(rng, ext))
     return tree
 
