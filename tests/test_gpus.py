@@ -10,12 +10,15 @@ from pathlib import Path
 import pytest
 
 from vtbench.gpus import (
+    MEMORY_FRACTION_ENV,
     Gpu,
     GpuAllocator,
     GpusUnavailable,
     episode_gpu_count,
     host_gpus,
     parse_inventory,
+    side_by_side,
+    side_by_side_share,
 )
 
 TWO = [Gpu(0, "NVIDIA H200"), Gpu(1, "NVIDIA H200")]
@@ -94,3 +97,33 @@ def test_optional_gpus_are_held_where_the_host_has_them_and_required_ones_always
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     assert episode_gpu_count(required, optional) == held
+
+
+def test_side_by_side_jobs_split_the_gpu_memory_evenly_and_restore_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf '0, NVIDIA H200\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.delenv(MEMORY_FRACTION_ENV, raising=False)
+    with side_by_side(6) as share:
+        assert share == 0.15
+        child = subprocess.run([sys.executable, "-c", "import os; print(os.environ["
+                                f"{MEMORY_FRACTION_ENV!r}])"], capture_output=True, text=True)
+        assert child.stdout.strip() == "0.15"
+    assert MEMORY_FRACTION_ENV not in os.environ
+    with side_by_side(1) as alone:
+        assert alone is None and MEMORY_FRACTION_ENV not in os.environ
+
+
+def test_a_process_with_its_own_share_splits_it_no_further_and_a_cpu_host_has_none(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MEMORY_FRACTION_ENV, "0.5")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf '0, NVIDIA H200\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    with side_by_side(4) as share:
+        assert share == 0.5 and os.environ[MEMORY_FRACTION_ENV] == "0.5"
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert side_by_side_share(4) is None

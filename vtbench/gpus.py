@@ -158,15 +158,49 @@ def grader_shares_gpus() -> bool:
     return len(host_gpus()) == 1
 
 
+SIDE_BY_SIDE_MEMORY = 0.9
+"""The part of one GPU's memory that side-by-side jobs (prepare's trainings and
+evaluations) split evenly between them; the rest stays to the driver and other work."""
+
+
+def side_by_side_share(jobs: int) -> float | None:
+    """The share of one GPU's memory each of ``jobs`` processes running side by side on it
+    may take; None without a GPU (nothing to split) or for one job (it may take all)."""
+    if jobs <= 1 or not host_gpus():
+        return None
+    return round(SIDE_BY_SIDE_MEMORY / jobs, 4)
+
+
+@contextmanager
+def side_by_side(jobs: int) -> Iterator[float | None]:
+    """Within it, processes started by this one take at most
+    :func:`side_by_side_share` of the GPU's memory each (unless a share is already set:
+    this process's own is split no further)."""
+    share = side_by_side_share(jobs)
+    if share is None or MEMORY_FRACTION_ENV in os.environ:
+        yield memory_share()
+        return
+    os.environ[MEMORY_FRACTION_ENV] = str(share)
+    try:
+        yield share
+    finally:
+        os.environ.pop(MEMORY_FRACTION_ENV, None)
+
+
+def memory_share() -> float | None:
+    """This process's share of its GPU's memory (:data:`MEMORY_FRACTION_ENV`), if any."""
+    value = os.environ.get(MEMORY_FRACTION_ENV)
+    return float(value) if value else None
+
+
 def apply_memory_fraction() -> float | None:
     """In a process that uses CUDA: cap its share of the device's memory where
     :data:`MEMORY_FRACTION_ENV` says (the GPU is shared); returns the share."""
-    value = os.environ.get(MEMORY_FRACTION_ENV)
-    if not value:
+    fraction = memory_share()
+    if fraction is None:
         return None
     import torch
 
-    fraction = float(value)
     for device in range(torch.cuda.device_count()):
         torch.cuda.set_per_process_memory_fraction(fraction, device)
     return fraction

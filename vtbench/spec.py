@@ -9,7 +9,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -206,21 +206,34 @@ class TaskSpec(Strict):
         return self
 
 
-def load_spec(path: Path) -> TaskSpec:
-    """Read and validate a ``task.toml``; every problem becomes one SpecError line."""
+def read_toml(path: Path, what: str = "file") -> dict[str, Any]:
+    """A TOML file's table; a missing or malformed file is one SpecError line."""
     try:
-        raw = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise SpecError(f"{path}: file not found") from None
+        raise SpecError(f"{path}: no such {what}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError(f"{path}: cannot be read: {err}") from None
     except tomllib.TOMLDecodeError as err:
         raise SpecError(f"{path}: not valid TOML: {err}") from None
+
+
+def first_problem(path: Path, err: ValidationError) -> str:
+    """A validation error as one line: the file, the first problem's field and message, and
+    how many more there are."""
+    first = err.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{path}: {field}: {first['msg']}{more}"
+
+
+def load_spec(path: Path) -> TaskSpec:
+    """Read and validate a ``task.toml``; every problem becomes one SpecError line."""
+    raw = read_toml(path)
     try:
         spec = TaskSpec.model_validate(raw, context={"root": path.parent})
     except ValidationError as err:
-        first = err.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
-        raise SpecError(f"{path}: {field}: {first['msg']}{more}") from None
+        raise SpecError(first_problem(path, err)) from None
     _check_files_exist(spec, path.parent)
     return spec
 
@@ -257,16 +270,11 @@ def method_settings(root: Path, sources: list[str]) -> dict[str, list[str]] | No
 
 
 def _method_table(path: Path) -> dict[str, list[str]]:
-    try:
-        raw = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        raise SpecError(f"{path}: cannot be read as TOML: {err}") from None
+    raw = read_toml(path, "method table")
     try:
         table = METHOD_TABLE.validate_python(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise SpecError(f"{path}: {where}: {first['msg']}",
+        raise SpecError(first_problem(path, err),
                         hint='a table per config file, e.g. ["config.toml"], of '
                              '"dotted.key" = "what it chooses"') from None
     return {file: sorted(keys) for file, keys in table.items()}

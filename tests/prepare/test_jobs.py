@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from vtbench.prepare.jobs import Job, JobsStuck, run_jobs
+from vtbench.prepare.jobs import Job, JobsStuck, RunAlone, run_jobs
 
 
 def recorder(log: list[str], name: str, seconds: float = 0.0):
@@ -58,3 +58,31 @@ def test_jobs_that_can_never_become_ready_raise_instead_of_hanging() -> None:
     with pytest.raises(JobsStuck, match="orphan"):
         run_jobs(jobs, workers=2)
     assert log == ["start a", "end a"]
+
+
+def test_a_job_that_must_run_alone_runs_again_once_the_others_ended_and_nothing_beside_it(
+        ) -> None:
+    log: list[str] = []
+
+    def beside_others() -> None:
+        log.append("start big")
+        time.sleep(0.1)
+        raise RunAlone("out of its share of the GPU's memory")
+
+    jobs = [Job("big", beside_others, run_alone=recorder(log, "big alone", 0.2)),
+            Job("a", recorder(log, "a", 0.3)), Job("b", recorder(log, "b", 0.1)),
+            Job("c", recorder(log, "c"))]
+    run_jobs(jobs, workers=2)
+    alone = log.index("start big alone")
+    assert log[alone + 1] == "end big alone", "nothing may start beside a job run alone"
+    assert log.index("end a") < alone < log.index("start b"), "the others wait for it"
+    assert sorted(entry for entry in log if entry.startswith("end")) == [
+        "end a", "end b", "end big alone", "end c"]
+
+
+def test_a_job_without_a_way_to_run_alone_fails_as_any_failure_does() -> None:
+    def fail() -> None:
+        raise RunAlone("out of its share of the GPU's memory")
+
+    with pytest.raises(RunAlone, match="share"):
+        run_jobs([Job("big", fail)], workers=2)

@@ -1,3 +1,9 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -5,6 +11,7 @@ import pytest
 from tests.episode.conftest import quick_copy, substitute
 from vtbench import layout
 from vtbench.errors import NotPrepared
+from vtbench.gpus import MEMORY_FRACTION_ENV
 from vtbench.prepare import load_prepared, prepare_task, prepare_tasks, task_scores
 from vtbench.prepare.systems import TrainingFailed
 from vtbench.tasks import load_task
@@ -138,3 +145,74 @@ def test_a_failed_training_stops_the_trainings_not_yet_started(tmp_path: Path) -
     systems = layout.task_store("toolcalc") / "systems"
     assert {p.parent.name for p in systems.glob("*/model-seed0.complete")} == {
         "reference", "trainer"}
+
+
+def scores_file(home: Path) -> Path | None:
+    return next(home.glob("**/scores.json"), None)
+
+
+def scored(home: Path) -> int:
+    path = scores_file(home)
+    if path is None:
+        return 0
+    try:
+        scores = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return 0
+    return sum(len(seeds) for splits in scores.values() for seeds in splits.values())
+
+
+@pytest.mark.slow
+def test_a_calibration_killed_halfway_and_continued_gives_the_same_table_as_one_run(
+        tmp_path: Path) -> None:
+    def prepare(task: Path, home: Path) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, "-m", "vtbench", "prepare", "--task", str(task),
+                "--calibrate", "--seeds", "2", "--workers", "1"]
+        return subprocess.Popen(argv, env={**os.environ, "VTBENCH_HOME": str(home)},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)
+
+    killed_home, whole_home = tmp_path / "killed", tmp_path / "whole"
+    task = quick_copy(tmp_path, "arith")
+    first = prepare(task, killed_home)
+    deadline = time.monotonic() + 300
+    while scored(killed_home) < 3 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    halfway = scored(killed_home)
+    for home in (killed_home, whole_home):
+        finished = prepare(task, home)
+        assert finished.wait(timeout=600) == 0, finished.stderr and finished.stderr.read()
+    killed, whole = (json.loads(scores_file(home).read_text())  # type: ignore[union-attr]
+                     for home in (killed_home, whole_home))
+    assert 3 <= halfway < scored(whole_home), "killed with some of its scores kept"
+    assert killed == whole
+
+
+def test_a_training_out_of_its_gpu_share_trains_again_alone_with_the_whole_gpu(
+        quick_arith: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine has no GPU: an ``nvidia-smi`` that lists one makes prepare split its
+    memory, and the reference's trainer fails as CUDA does while it holds a share."""
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\nprintf '0, NVIDIA H200\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+    monkeypatch.delenv(MEMORY_FRACTION_ENV, raising=False)
+    trainer = quick_arith.parent / "_tiny" / "trainer" / "train.py"
+    share_too_small = (
+        "import os, sys\n"
+        f"if {MEMORY_FRACTION_ENV!r} in os.environ and 'reference' in os.getcwd():\n"
+        "    sys.exit('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 38 MiB')\n")
+    text = trainer.read_text()
+    after_docstring = text.index('"""', 3) + 3
+    trainer.write_text(f"{text[:after_docstring]}\n{share_too_small}{text[after_docstring:]}")
+    lines: list[str] = []
+    scores = prepare_task(load_task(quick_arith), workers=2,
+                          report=lambda job, line: lines.append(f"{job}: {line}"))
+    assert scores["reference"]["val"] is not None
+    assert "prepare: 2 jobs side by side on the GPU, each within 45% of its memory" in lines
+    assert any(line.startswith("arith/reference/seed0: out of its share of the GPU's memory")
+               for line in lines)
+    assert MEMORY_FRACTION_ENV not in os.environ

@@ -43,7 +43,6 @@ missing from the table can exhaust a dollar budget early but never spend it for 
 """
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Literal
 
@@ -51,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from vtbench import layout
 from vtbench.errors import GatewayError, SpecError
+from vtbench.spec import first_problem, read_toml
 
 Provider = Literal["anthropic", "openai", "gemini"]
 PROVIDERS: tuple[Provider, ...] = ("anthropic", "openai", "gemini")
@@ -172,18 +172,11 @@ def default_usage_db() -> Path:
 
 def load_config(path: Path) -> GatewayConfig:
     """Read a gateway TOML file; any problem is one :class:`SpecError` line."""
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError as err:
-        raise SpecError(f"{path}: no such gateway config file") from err
-    except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"{path}: not valid TOML: {err}") from err
+    raw = read_toml(path, "gateway config file")
     try:
         config = GatewayConfig.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise SpecError(f"{path}: {where}: {first['msg']}") from err
+        raise SpecError(first_problem(path, err)) from err
     return _resolve_paths(config, path.parent)
 
 

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 import torch
 
+from vtbench.gpus import memory_share
 from vtbench.models.static_cache import (
     GROUPED_ATTENTION,
     Batch,
@@ -174,10 +175,14 @@ class Decoder:
 
     @classmethod
     def for_model(cls, model: Any, eos_ids: frozenset[int], pad_id: int) -> "Decoder":
-        """Defaults by device: on CUDA, graphs, a budget of 40% of the free memory and a
-        look every 4 steps; on a CPU, 512 MiB and a look every step."""
+        """Defaults by device: on CUDA, graphs, a budget of 40% of the free memory (of the
+        process's share where the GPU is shared) and a look every 4 steps; on a CPU,
+        512 MiB and a look every step."""
         if model.device.type == "cuda":
-            free, _ = torch.cuda.mem_get_info(model.device)
+            free, total = torch.cuda.mem_get_info(model.device)
+            share = memory_share()
+            if share is not None:
+                free = min(free, int(share * total) - torch.cuda.memory_reserved(model.device))
             return cls(model, eos_ids, pad_id, budget_bytes=int(0.4 * free), sync_every=4,
                        graphs=True)
         return cls(model, eos_ids, pad_id, budget_bytes=512 << 20, sync_every=1,

@@ -1,7 +1,9 @@
 """``vtbench prepare``: splits, systems, trainings and scores of tasks, resumable.
 
 Trainings of independent systems, of every task asked for at once, run in parallel
-processes of one thread each (:mod:`vtbench.prepare.jobs` schedules them). Every
+processes of one thread each (:mod:`vtbench.prepare.jobs` schedules them); on a GPU host
+they and the evaluations share the GPU side by side, each within an even share of its
+memory (:func:`vtbench.gpus.side_by_side`). Every
 result lands in ``scores.json`` as soon as it exists, so a crash loses at most the
 evaluation in flight, and a second run with everything cached does no work.
 """
@@ -17,11 +19,13 @@ from typing import Any
 from vtbench import layout
 from vtbench.errors import VtbenchError
 from vtbench.evaluation import evaluate
+from vtbench.gpus import memory_share, side_by_side
 from vtbench.models.base import resolve_base
 from vtbench.prepare.digest import forget_stale, is_current
-from vtbench.prepare.jobs import Job, run_jobs
+from vtbench.prepare.jobs import Job, RunAlone, run_jobs
 from vtbench.prepare.systems import (
     SystemPlan,
+    TrainingOutOfMemory,
     build_components,
     estimated_cost,
     is_complete,
@@ -76,15 +80,23 @@ def splits_for(plan: SystemPlan, seed: int) -> tuple[str, ...]:
 
 
 def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report: Reporter,
-               sandbox: str = "bwrap") -> None:
+               sandbox: str = "bwrap", whole_gpu: bool = False) -> None:
     job = f"{task.id}/{plan.name}/seed{seed}"
     folder = system_folder(task, plan.name)
     model_owner = system_folder(task, plan.model_system)
     missing = [s for s in splits_for(plan, seed) if book.get(plan.name, s, seed) is None]
     if not missing and is_complete(model_dir(model_owner, seed)):
         return
-    model = train_system(task, model_owner, resolve_base(task.spec.base_model), seed,
-                         on_line=lambda line: report(job, line.strip()))
+    try:
+        model = train_system(task, model_owner, resolve_base(task.spec.base_model), seed,
+                             on_line=lambda line: report(job, line.strip()),
+                             whole_gpu=whole_gpu)
+    except TrainingOutOfMemory as error:
+        if whole_gpu or memory_share() is None:
+            raise
+        report(job, "out of its share of the GPU's memory: it trains again alone, "
+                    "with the whole GPU, once the jobs beside it have ended")
+        raise RunAlone(str(error)) from error
     for split in missing:
         report(job, f"evaluating on {split}")
         def progress(done: int, total: int, split: str = split) -> None:
@@ -129,12 +141,18 @@ def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int
                 name = f"{task.id}/{plan.name}/seed{seed}"
                 run = partial(run_system, task, plan, seed, book, report, sandbox)
                 if plan.trains:
-                    training.append((cost, Job(name, run)))
+                    training.append((cost, Job(name, run,
+                                               run_alone=partial(run, whole_gpu=True))))
                 else:
                     model = model_dir(system_folder(task, plan.model_system), seed)
                     reusing.append(Job(name, run, ready=partial(is_complete, model)))
     training.sort(key=lambda costed: -costed[0])
-    run_jobs([job for _, job in training] + reusing, workers)
+    jobs = [job for _, job in training] + reusing
+    with side_by_side(min(workers, len(jobs))) as share:
+        if share is not None:
+            report("prepare", f"{min(workers, len(jobs))} jobs side by side on the GPU, "
+                              f"each within {share:.0%} of its memory")
+        run_jobs(jobs, workers)
     return [task_scores(task) for task in tasks]
 
 

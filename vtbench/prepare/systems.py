@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vtbench.errors import VtbenchError
+from vtbench.gpus import MEMORY_FRACTION_ENV
 from vtbench.tasks.materialize import COMPONENTS, apply_reference, materialize
 from vtbench.tasks.registry import Task
 
@@ -58,6 +59,13 @@ one component's change reverted."""
 
 class TrainingFailed(VtbenchError):
     pass
+
+
+class TrainingOutOfMemory(TrainingFailed):
+    """The training ran out of GPU memory (CUDA's ``OutOfMemoryError``)."""
+
+
+OUT_OF_MEMORY = ("torch.OutOfMemoryError", "CUDA out of memory")
 
 
 EPISODE_SYSTEMS = ("initial", "reference")
@@ -111,14 +119,18 @@ def is_complete(model: Path) -> bool:
 
 
 def train_system(task: Task, folder: Path, base: Path, seed: int,
-                 on_line: Callable[[str], None] | None = None) -> Path:
-    """Train the system's model (trusted trainer code; one thread) unless already complete."""
+                 on_line: Callable[[str], None] | None = None,
+                 whole_gpu: bool = False) -> Path:
+    """Train the system's model (trusted trainer code; one thread) unless already complete;
+    within this process's share of the GPU's memory unless ``whole_gpu``."""
     model = model_dir(folder, seed)
     if is_complete(model):
         return model
     shutil.rmtree(model, ignore_errors=True)
     env = {**os.environ, "VTBENCH_THREADS": "1", "OMP_NUM_THREADS": "1",
            "TOKENIZERS_PARALLELISM": "false"}
+    if whole_gpu:
+        env.pop(MEMORY_FRACTION_ENV, None)
     process = subprocess.Popen(train_command(task, base, model, seed), cwd=folder, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
@@ -130,6 +142,8 @@ def train_system(task: Task, folder: Path, base: Path, seed: int,
     if process.wait() != 0:
         shutil.rmtree(model, ignore_errors=True)
         tail = "".join(lines[-3:]).strip().replace("\n", " | ")
-        raise TrainingFailed(f"training {task.id}/{folder.name} failed: {tail[-400:]}")
+        failure = (TrainingOutOfMemory if any(mark in line for line in lines
+                                              for mark in OUT_OF_MEMORY) else TrainingFailed)
+        raise failure(f"training {task.id}/{folder.name} failed: {tail[-400:]}")
     model.with_name(model.name + ".complete").touch()
     return model
