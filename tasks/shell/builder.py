@@ -221,14 +221,22 @@ def row_input(row: dict) -> dict | None:
     return {"query": found.group(1), "image": ""} if found else None
 
 
+OWN_PATH = re.compile(r"/(?:" + "|".join(
+    sorted({f for folders in FOLDERS.values() for f in folders} | set(templates.TOPS)))
+    + r")/\S")
+"""A path inside an item's file system (``/testbed/dir1``): what makes a command its own."""
+
+
 def fingerprint_strings(item: dict) -> list[str]:
     """The label as shipped (one JSON line per item), the query where it is a sentence of
-    :data:`PROSE_WORDS` words or more, and the gold commands that are spans."""
+    :data:`PROSE_WORDS` words or more, and the gold commands that are spans and name a
+    path inside the file system: a bare command such as ``echo hello world`` is a phrase
+    that other files hold (docker's Python SDK does), not this item's."""
     label = item["label"]
     texts = [json.dumps(label)]
     if len(label["query"].split()) >= PROSE_WORDS and is_specific(label["query"]):
         texts.append(label["query"])
-    texts += [g for g in (label["gold"], label["gold2"]) if is_specific(g)]
+    texts += [g for g in (label["gold"], label["gold2"]) if is_specific(g) and OWN_PATH.search(g)]
     return list(dict.fromkeys(texts))
 
 

@@ -162,6 +162,10 @@ def test_fingerprints_are_spans_and_name_the_label_as_shipped(copy_item) -> None
     texts = builder.fingerprint_strings(copy_item)
     assert all(is_specific(text) for text in texts)
     assert texts[0].startswith('{"query": ')
+    assert copy_item["label"]["gold"] in texts
+    bare = builder.make_item("print hello world on the screen", builder.images()[4],
+                             "echo hello world", "echo 'hello world'", "nl2bash-fs4")
+    assert "echo hello world" not in builder.fingerprint_strings(bare)
 
 
 def test_the_reference_changes_every_component(tmp_path) -> None:
