@@ -87,7 +87,7 @@ def test_each_listed_setting_is_an_algorithm_change_and_the_learning_rate_is_tun
     assert trainer.last_change().kinds_of("T") == ["hyperparameters"]
 
 
-@pytest.mark.parametrize("task_id", ["humaneval", "bfcl"])
+@pytest.mark.parametrize("task_id", ["humaneval", "bfcl", "shell"])
 def test_switching_on_lora_is_an_algorithm_change_in_the_episode_record(
         task_id: str, tmp_path: Path) -> None:
     """The attack of the report: ``[lora] enabled`` from false to true was tuning."""
