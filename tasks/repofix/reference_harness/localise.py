@@ -12,6 +12,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import transcript
+
 FRAME = re.compile(r"^([\w./-]+\.py):(\d+): ", re.MULTILINE)
 FAILING = re.compile(r"^Failing test: (\S+)$", re.MULTILINE)
 REPRODUCTION = "test_repofix_reproduction"
@@ -96,7 +98,7 @@ def passes(folder: Path, tests: list[str], timeout: float) -> bool:
     try:
         done = subprocess.run(["python", "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                                "-o", "addopts=", *tests], cwd=folder, capture_output=True,
-                              timeout=timeout)
+                              timeout=timeout, env=transcript.python_env(folder))
     except subprocess.TimeoutExpired:
         return False
     return done.returncode == 0

@@ -13,6 +13,7 @@ Standard library only, so the harness runs wherever Python does.
 """
 
 import difflib
+import os
 import subprocess
 from pathlib import Path
 
@@ -47,10 +48,17 @@ def first_action(text: str) -> str:
     return text.split("\n", 1)[0].strip()
 
 
+def python_env(folder: Path) -> dict[str, str]:
+    """The environment in which the repository's package imports (``src/`` layouts too)."""
+    return {**os.environ, "PYTHONPATH": str(folder / "src") if (folder / "src").is_dir()
+            else str(folder), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
 def run_shell(command: str, folder: Path, timeout: float, limit: int) -> str:
     try:
         done = subprocess.run(["bash", "-c", command], cwd=folder, capture_output=True,
-                              timeout=timeout, text=True, errors="replace")
+                              timeout=timeout, text=True, errors="replace",
+                              env=python_env(folder))
         output = done.stdout + done.stderr + f"(exit status {done.returncode})"
     except subprocess.TimeoutExpired:
         output = f"(timed out after {timeout:.0f} s)"
