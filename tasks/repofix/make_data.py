@@ -31,12 +31,6 @@ REFERENCE = {"issue_chars": 3000, "observation_chars": 1500, "wrong": 0.0, "repe
 INITIAL = {"issue_chars": 6000, "observation_chars": 20000, "wrong": 0.33, "repeated": 0.2}
 
 
-def buggy_span(label: dict) -> tuple[int, int]:
-    removed = len(label["removed"].splitlines())
-    added = len(label["replacement"].splitlines())
-    return label["function_start"], label["function_end"] - removed + added
-
-
 def the_edit(label: dict, start: int, end: int, wrong: bool, rng: random.Random) -> str:
     text = label["function_source"]
     if wrong:
@@ -48,7 +42,7 @@ def the_edit(label: dict, start: int, end: int, wrong: bool, rng: random.Random)
 
 
 def trajectory(label: dict, settings: dict, rng: random.Random) -> list[dict]:
-    start, end = buggy_span(label)
+    start, end = trees.buggy_function_lines(label)
     name = label["function"].split(".")[-1]
     test_file = label["failing"][0].split("::")[0]
     actions = [f'$ grep -n "def {name}" {label["path"]}',

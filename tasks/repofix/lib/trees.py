@@ -30,6 +30,16 @@ def buggy_tree(label: dict, target: Path) -> Path:
     return target
 
 
+def buggy_function_lines(label: dict) -> tuple[int, int]:
+    """First and last line of the bug's function in the buggy file (an insertion point,
+    ``(n, n - 1)``, where the bug removed the whole method)."""
+    text = (unpacked(library(label["library"])) / label["path"]).read_text()
+    start = text.count("\n", 0, text.index(label["function_source"])) + 1
+    end = start + label["function_source"].count("\n") - 1
+    return start, end - len(label["removed"].splitlines()) + len(
+        label["replacement"].splitlines())
+
+
 def harness_tree(label: dict, target: Path) -> Path:
     """What the harness works on: the buggy tree without the failing tests."""
     buggy_tree(label, target)
