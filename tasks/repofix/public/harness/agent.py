@@ -4,6 +4,12 @@ It fits on one screen on purpose: the model continues the transcript with one ac
 (``transcript.py``), the loop runs it in the instance's repository and appends what it
 printed, until the model submits or the step limit is reached. The answer is the diff of
 every change. Settings come from ``harness.toml``.
+
+Why a loop of our own and not mini-swe-agent: that one needs litellm, datasets, pandas
+and textual (a 755 MB environment, none of it in the harness sandbox), retries for about
+8 s per call offline unless told not to, and its templates take 834 of SmolLM2's 8,192
+tokens; this one needs the standard library only (``client.py`` speaks the server's
+OpenAI-compatible wire format), and its transcript is exactly the training rows' format.
 """
 
 from pathlib import Path
