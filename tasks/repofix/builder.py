@@ -34,10 +34,12 @@ def _module(name: str):
     return importlib.import_module(f"{_lib().__name__}.{name}")
 
 
-def pool(role: str) -> list[dict]:
-    """Every generated instance of the role's libraries (generated once, then cached)."""
+def pool(role: str, names: list[str] | None = None) -> list[dict]:
+    """Every generated instance of the role's libraries (or of those named), generated
+    once, then cached."""
     instances, libraries = _module("instances"), _module("libraries")
-    found = [row for lib in libraries.libraries(role) for row in instances.cached(lib)]
+    found = [row for lib in libraries.libraries(role) if names is None or lib.name in names
+             for row in instances.cached(lib)]
     return sorted(found, key=lambda row: row["key"])
 
 

@@ -1,7 +1,8 @@
 """Write repofix's training data: agent trajectories scripted on the training libraries.
 
-Usage: python tasks/repofix/make_data.py   (writes public/data/train.jsonl, the initial
-data, and reference_data/train.jsonl, the reference's)
+Usage: python tasks/repofix/make_data.py [LIBRARY ...]   (writes public/data/train.jsonl,
+the initial data, and reference_data/train.jsonl, the reference's; from the named training
+libraries, all of them by default)
 
 Each instance of a training library becomes one scripted trajectory in the harness's
 transcript format (``public/harness/transcript.py``): find the function, view it with line
@@ -66,10 +67,10 @@ def trajectory(label: dict, settings: dict, rng: random.Random) -> list[dict]:
     return rows
 
 
-def rows_for(settings: dict, seed: int) -> list[dict]:
+def rows_for(settings: dict, seed: int, names: list[str]) -> list[dict]:
     rng = random.Random(seed)
     rows = []
-    for label in BUILDER.pool("training"):
+    for label in BUILDER.pool("training", names or None):
         rows += trajectory(label, settings, rng)
     rows += [row for row in rows if rng.random() < settings["repeated"]]
     rng.shuffle(rows)
@@ -82,5 +83,6 @@ def write(path: Path, rows: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    write(HERE / "public" / "data" / "train.jsonl", rows_for(INITIAL, 0))
-    write(HERE / "reference_data" / "train.jsonl", rows_for(REFERENCE, 1))
+    chosen = sys.argv[1:]
+    write(HERE / "public" / "data" / "train.jsonl", rows_for(INITIAL, 0, chosen))
+    write(HERE / "reference_data" / "train.jsonl", rows_for(REFERENCE, 1, chosen))

@@ -6,10 +6,12 @@ Instances come from the generated cache (``$VTBENCH_GENERATED``): the first run 
 generates them."""
 
 import shutil
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from tests.episode.conftest import substitute
 from tests.episode.test_full_scale import REPO
@@ -22,13 +24,22 @@ from vtbench.tasks import load_task
 pytestmark = pytest.mark.slow
 
 
+ROLES = {"toolz": "val", "isodate": "test", "inflection": "training"}
+"""One library per role in the cut-down copies (isodate stands in for a test library: the
+first run on a host generates only these three)."""
+
+
 def cut_down(root: Path, task_id: str) -> Path:
-    """repofix (and the packs it borrows from) with 2 val and 2 test instances, one
-    training step of one row, one agent step and short answers."""
+    """repofix (and the packs it borrows from) with 2 val and 2 test instances from one
+    library each, one training step of one row, one agent step and short answers."""
     tasks = root / "tasks"
     for name in {task_id, "repofix", "_hf"}:
         shutil.copytree(layout.BUILTIN_TASKS / name, tasks / name,
                         ignore=shutil.ignore_patterns("__pycache__"))
+    table = tasks / "repofix" / "libraries" / "libraries.toml"
+    kept = tomllib.loads(table.read_text())
+    table.write_text(tomli_w.dumps({name: {**kept[name], "role": role}
+                                    for name, role in ROLES.items()}))
     toml = tasks / task_id / "task.toml"
     substitute(toml, r"^val = \d+", "val = 2")
     substitute(toml, r"^test = \d+", "test = 2")
