@@ -3,8 +3,9 @@ harness sandbox under the task's compute limit, solve at most 5 % of val instanc
 
 Each run takes 20 instances of the val libraries toolz and isodate (the third, tabulate,
 left out to keep the first run on a host shorter), in the real sandbox with each
-instance's tree laid out, and scores the diffs with the task's scorer. Removed code is not a single-point edit away, and a line copied
-from elsewhere in the file rarely restores it."""
+instance's tree laid out, and scores the diffs with the task's scorer. Removed code is
+not a single-point edit away, and a line copied from elsewhere in the file rarely
+restores it."""
 
 import random
 import shutil
