@@ -1,5 +1,6 @@
 """repofix: the instance generator, the per-instance trees and the scorer, on real
-libraries (inflection, the smallest training library: its suite runs in about a second)."""
+libraries (inflection, the smallest training library: its suite runs in about a second).
+The tests on generated instances are slow: generating them takes minutes."""
 
 import ast
 import importlib
@@ -66,6 +67,7 @@ def test_every_mutant_removes_code_and_still_parses() -> None:
     assert set(seen) <= set(mutants.KINDS) and len(seen) >= 4
 
 
+@pytest.mark.slow
 def test_kept_instances_fail_one_to_five_tests_at_most_two_per_function(
         generated: list[dict]) -> None:
     per_function = Counter((row["path"], row["function"]) for row in generated)
@@ -75,12 +77,14 @@ def test_kept_instances_fail_one_to_five_tests_at_most_two_per_function(
         assert row["kind"] in mutants.KINDS and row["removed"].strip()
 
 
+@pytest.mark.slow
 def test_the_issue_quotes_the_failing_tests_structured_report(generated: list[dict]) -> None:
     for row in generated:
         assert row["failing"][0] in row["issue"]
         assert "Error: " in row["issue"] and len(row["issue"]) > 200
 
 
+@pytest.mark.slow
 def test_the_harness_tree_has_the_bug_and_lacks_the_failing_tests(
         generated: list[dict], tmp_path: Path) -> None:
     row = generated[0]
@@ -92,15 +96,18 @@ def test_the_harness_tree_has_the_bug_and_lacks_the_failing_tests(
         assert f"def {name}(" not in (tree / test_id.split("::")[0]).read_text()
 
 
+@pytest.mark.slow
 def test_every_gold_patch_scores_one(generated: list[dict]) -> None:
     for row in generated:
         assert trees.score_diff(row, trees.gold_diff(row)) == 1.0, row["key"]
 
 
+@pytest.mark.slow
 def test_the_empty_diff_scores_zero(generated: list[dict]) -> None:
     assert trees.score_diff(generated[0], "") == 0.0
 
 
+@pytest.mark.slow
 def test_a_diff_that_deletes_or_edits_the_failing_tests_scores_zero(
         generated: list[dict], tmp_path: Path) -> None:
     row = generated[0]
@@ -118,6 +125,7 @@ def test_a_diff_that_deletes_or_edits_the_failing_tests_scores_zero(
     assert trees.score_diff(row, gold_and_tests) == 0.0
 
 
+@pytest.mark.slow
 def test_a_diff_leaving_the_tree_scores_zero(generated: list[dict]) -> None:
     row = generated[0]
     escaping = trees.gold_diff(row).replace(f"a/{row['path']}", "a/../../etc/passwd").replace(
@@ -125,6 +133,7 @@ def test_a_diff_leaving_the_tree_scores_zero(generated: list[dict]) -> None:
     assert trees.score_diff(row, escaping) == 0.0
 
 
+@pytest.mark.slow
 def test_the_generated_cache_is_reused(generated: list[dict], tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VTBENCH_GENERATED", str(tmp_path / "generated"))
