@@ -59,12 +59,12 @@ def snippets(lines: list[str], start: int, end: int):
             yield index, [indent + text + "\n", lines[index]]
 
 
-def search(folder: Path, issue: str, mode: str) -> str:
+def search(folder: Path, issue: str, mode: str) -> tuple[str, dict]:
     before = transcript.snapshot(folder)
     found = localise.locate(issue, folder)
     tests = localise.add_reproduction(folder, issue)
     if found is None or tests is None:
-        return ""
+        return "", {"tried": 0}
     path, (_, start, end) = found
     file = folder / path
     original = file.read_text()
@@ -72,9 +72,11 @@ def search(folder: Path, issue: str, mode: str) -> str:
     edits = single_edits if mode == "single_edit" else snippets
     spent = used()
     fixed = None
+    tried = 0
     for index, replacement in edits(lines, start, end):
         if used() - spent > BUDGET_SECONDS:
             break
+        tried += 1
         file.write_text("".join(lines[:index] + replacement + lines[index + 1:]))
         if localise.passes(folder, tests, 30):
             fixed = file.read_text()
@@ -83,7 +85,7 @@ def search(folder: Path, issue: str, mode: str) -> str:
         (folder / name).write_text(text)
     if fixed is not None:
         file.write_text(fixed)
-    return transcript.diff(before, folder)
+    return transcript.diff(before, folder), {"tried": tried, "seconds": used() - spent}
 
 
 def main() -> None:
@@ -95,8 +97,9 @@ def main() -> None:
     with open(args.out, "w") as out:
         for line in Path(args.inputs).read_text().splitlines():
             instance = json.loads(line)
-            diff = search(Path(instance["workspace"]), instance["input"]["issue"], mode)
-            out.write(json.dumps({"id": instance["id"], "output": diff, "trajectory": {}}) + "\n")
+            diff, info = search(Path(instance["workspace"]), instance["input"]["issue"], mode)
+            out.write(json.dumps({"id": instance["id"], "output": diff, "trajectory": info})
+                      + "\n")
             out.flush()
 
 
