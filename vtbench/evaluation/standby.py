@@ -34,6 +34,7 @@ from typing import Any
 
 from vtbench.evaluation.harness import (
     Cores,
+    LayOut,
     StartedHarness,
     harness_argv,
     harness_spec,
@@ -105,11 +106,13 @@ class Standby:
         return self.process.poll() is None
 
     def launch(self, entry: list[str], instances: list[dict[str, Any]], cpu_seconds: float,
-               decoding: dict[str, Any] | None = None) -> StartedHarness:
+               decoding: dict[str, Any] | None = None,
+               lay_out: LayOut | None = None) -> StartedHarness:
         """Give the standby its harness (already copied into ``folder/harness``), limited to
-        ``cpu_seconds`` of CPU time (its wall clock is the caller's)."""
+        ``cpu_seconds`` of CPU time (its wall clock is the caller's); ``lay_out``: see
+        :func:`~vtbench.evaluation.harness.write_inputs`."""
         io_dir = self.folder / "io"
-        write_inputs(io_dir, instances)
+        write_inputs(io_dir, instances, lay_out)
         order = {"argv": harness_argv(entry, decoding), "cpu_seconds": int(cpu_seconds) + 1}
         stdin = self.process.stdin
         assert stdin is not None

@@ -14,6 +14,7 @@ renamed into place, so a crash never leaves a half-written file behind.
 
 import hashlib
 import hmac
+import inspect
 import json
 import os
 import random
@@ -59,12 +60,17 @@ def split_rng(task_id: str, split: str, secret: bytes) -> random.Random:
 
 
 def build_splits(task: Task, secret: bytes) -> dict[str, list[dict]]:
-    """Val then test, each disjoint from the public data and from each other."""
+    """Val then test, each disjoint from the public data and from each other. A builder
+    whose ``build_split`` takes ``split`` is told which it draws (repofix draws each from
+    its own libraries)."""
     exclude = public_exclusions(task)
     built = {}
     for split in SPLITS:
         size = getattr(task.spec.splits, split)
-        items = task.builder.build_split(split_rng(task.id, split, secret), size, exclude)
+        named = {"split": split} if "split" in inspect.signature(
+            task.builder.build_split).parameters else {}
+        items = task.builder.build_split(split_rng(task.id, split, secret), size, exclude,
+                                         **named)
         built[split] = [{"id": f"{split}-{i:05d}", **item} for i, item in enumerate(items)]
     return built
 

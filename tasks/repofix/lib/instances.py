@@ -1,0 +1,134 @@
+"""Generating a library's instances: mutate, run the tests that reach the mutant, keep it
+when 1 to 5 tests fail (trusted task code, run by ``prepare``).
+
+The library's suite runs once on the pristine tree with a call trace, which tells for each
+function the tests that call it; a mutant then runs only those tests (all of them where the
+function runs at import), so one library takes minutes, not hours. A mutant is kept when
+1-5 tests fail, every failing test passes on the pristine tree and can be taken out of the
+tree, and the pristine suite runs in at most :data:`SUITE_CPU_SECONDS`; at most
+:data:`PER_FUNCTION` instances come from one function. The result is cached per library
+in the private store, so splits are drawn from it without generating again.
+"""
+
+import json
+import os
+import random
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from . import issues
+from .libraries import Library, cache_root, copy_tree, source_files, unpacked
+from .mutants import Mutant, mutants
+from .suite import SuiteRun, run_local
+from .testfiles import removable
+
+MIN_FAILING, MAX_FAILING = 1, 5
+PER_FUNCTION = 2
+SUITE_CPU_SECONDS = 10.0
+MUTANT_TIMEOUT = 20.0
+"""A mutant whose selected tests run longer (a removed loop step that never ends) is dropped."""
+MAX_MUTANTS = 100
+"""Mutants tried per library: about 5 minutes of this machine's 2 cores per library."""
+GENERATOR_VERSION = 2
+
+
+def cache_file(lib: Library) -> Path:
+    return cache_root() / f"{lib.release}-{lib.sha256[:12]}.v{GENERATOR_VERSION}.jsonl"
+
+
+def cached(lib: Library, max_mutants: int = MAX_MUTANTS) -> list[dict]:
+    """The library's instances, generated on the first call (written whole or not at all)."""
+    path = cache_file(lib)
+    if path.is_file():
+        return [json.loads(line) for line in path.read_text().splitlines()]
+    found = generate(lib, max_mutants)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text("".join(json.dumps(row) + "\n" for row in found))
+    partial.replace(path)
+    return found
+
+
+def covering(calls: dict[str, list[str]], key: str) -> list[str] | None:
+    """The tests that call the function at ``key``; None when it runs at import."""
+    if key in calls.get("", []):
+        return None
+    return sorted(test for test, keys in calls.items() if test and key in keys)
+
+
+def baseline(lib: Library, tree: Path) -> SuiteRun:
+    """The pristine suite's results and call trace; the suite must pass and take at most
+    :data:`SUITE_CPU_SECONDS` untraced (the trace slows it several times)."""
+    plain = run_local(tree, lib.pythonpath, list(lib.tests), timeout=300)
+    if plain.cpu_seconds > SUITE_CPU_SECONDS or not plain.passed():
+        raise RuntimeError(f"{lib.release}: its suite takes {plain.cpu_seconds:.1f} CPU-s and "
+                           f"passes {len(plain.passed())} tests; pick another library")
+    return run_local(tree, lib.pythonpath, list(lib.tests), timeout=600,
+                     trace=str(tree / lib.package))
+
+
+def candidates(lib: Library, tree: Path) -> list[tuple[str, Mutant]]:
+    found = [(path, mutant) for path in source_files(lib, tree)
+             for mutant in mutants((tree / path).read_text())]
+    random.Random(lib.release).shuffle(found)
+    return found
+
+
+def generate(lib: Library, max_mutants: int = MAX_MUTANTS) -> list[dict]:
+    """The library's instances (see the module docstring)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = copy_tree(unpacked(lib), Path(scratch) / lib.release)
+        pristine = baseline(lib, tree)
+        passing = set(pristine.passed())
+        calls = pristine.calls or {}
+        kept: list[dict] = []
+        per_function: Counter[str] = Counter()
+        tried = 0
+        for path, mutant in candidates(lib, tree):
+            where = f"{path}:{mutant.function}"
+            if per_function[where] >= PER_FUNCTION or tried >= max_mutants:
+                continue
+            tests = covering(calls, f"{tree / path}:{mutant.function_start}")
+            if tests == []:
+                continue
+            tried += 1
+            instance = attempt(lib, tree, path, mutant, tests, passing)
+            if instance is not None:
+                per_function[where] += 1
+                kept.append(instance)
+        return kept
+
+
+def attempt(lib: Library, tree: Path, path: str, mutant: Mutant, tests: list[str] | None,
+            passing: set[str]) -> dict | None:
+    file = tree / path
+    original = file.read_text()
+    file.write_text(mutant.apply(original))
+    try:
+        run = run_local(tree, lib.pythonpath, tests if tests is not None else list(lib.tests),
+                        timeout=MUTANT_TIMEOUT)
+    finally:
+        file.write_text(original)
+    failing = run.failed()
+    if run.timed_out or not MIN_FAILING <= len(failing) <= MAX_FAILING \
+            or not set(failing) <= passing or not all(removable(tree, t) for t in failing):
+        return None
+    return record(lib, path, mutant, original, {t: run.results[t] for t in failing},
+                  len(passing))
+
+
+def record(lib: Library, path: str, mutant: Mutant, original: str,
+           failures: dict[str, dict], suite_passed: int) -> dict:
+    lines = original.splitlines(keepends=True)
+    return {
+        "key": f"{lib.name}:{path}:{mutant.start}-{mutant.end}:{mutant.kind}",
+        "library": lib.name, "release": lib.release, "path": path, "kind": mutant.kind,
+        "function": mutant.function, "start": mutant.start, "end": mutant.end,
+        "replacement": mutant.replacement,
+        "removed": "".join(lines[mutant.start - 1:mutant.end]),
+        "function_source": "".join(lines[mutant.function_start - 1:mutant.function_end]),
+        "failing": sorted(failures),
+        "issue": issues.issue_text(failures),
+        "suite_passed": suite_passed,
+    }

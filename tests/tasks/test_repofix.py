@@ -1,0 +1,166 @@
+"""repofix: the instance generator, the per-instance trees and the scorer, on real
+libraries (inflection, the smallest training library: its suite runs in about a second).
+The tests on generated instances are slow: generating them takes minutes."""
+
+import ast
+import importlib
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from vtbench import layout
+from vtbench.tasks import load_task
+
+ROOT = layout.BUILTIN_TASKS / "repofix"
+TASK = load_task(ROOT)
+LIB = TASK.builder._lib()
+
+
+def module(name: str):
+    return importlib.import_module(f"{LIB.__name__}.{name}")
+
+
+libraries, instances, mutants, trees = (module(n) for n in (
+    "libraries", "instances", "mutants", "trees"))
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """inflection's instances from its first 12 mutants (generated, not read from a cache)."""
+    found = instances.generate(libraries.library("inflection"), max_mutants=12)
+    assert found, "inflection should give instances"
+    return found
+
+
+def test_every_library_is_pinned_by_hash_in_one_role_with_its_licence() -> None:
+    found = libraries.libraries()
+    assert len(found) >= 8 and len({lib.name for lib in found}) == len(found)
+    assert {lib.role for lib in found} == {"training", "val", "test"}
+    for lib in found:
+        assert len(lib.sha256) == 64
+        assert (libraries.VENDORED / "licenses" / f"{lib.release}.txt").is_file()
+
+
+def test_a_changed_sdist_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VTBENCH_GENERATED", str(tmp_path / "generated"))
+    vendored = tmp_path / "libraries"
+    vendored.mkdir()
+    (vendored / "libraries.toml").write_text((libraries.VENDORED / "libraries.toml").read_text())
+    (vendored / "inflection-0.5.1.tar.gz").write_bytes(b"not the sdist")
+    monkeypatch.setattr(libraries, "VENDORED", vendored)
+    with pytest.raises(RuntimeError, match="not the pinned"):
+        libraries.unpacked(libraries.library("inflection"))
+
+
+def test_every_mutant_removes_code_and_still_parses() -> None:
+    tree = libraries.unpacked(libraries.library("toolz"))
+    seen = Counter()
+    for path in libraries.source_files(libraries.library("toolz"), tree):
+        source = (tree / path).read_text()
+        for mutant in mutants.mutants(source):
+            changed = mutant.apply(source)
+            ast.parse(changed)
+            assert len(changed) < len(source)
+            seen[mutant.kind] += 1
+    assert set(seen) <= set(mutants.KINDS) and len(seen) >= 4
+
+
+@pytest.mark.slow
+def test_kept_instances_fail_one_to_five_tests_at_most_two_per_function(
+        generated: list[dict]) -> None:
+    per_function = Counter((row["path"], row["function"]) for row in generated)
+    assert max(per_function.values()) <= instances.PER_FUNCTION
+    for row in generated:
+        assert 1 <= len(row["failing"]) <= 5
+        assert row["kind"] in mutants.KINDS and row["removed"].strip()
+
+
+@pytest.mark.slow
+def test_the_issue_quotes_the_failing_tests_structured_report(generated: list[dict]) -> None:
+    for row in generated:
+        assert row["failing"][0] in row["issue"]
+        assert "Error: " in row["issue"] and len(row["issue"]) > 200
+
+
+@pytest.mark.slow
+def test_the_harness_tree_has_the_bug_and_lacks_the_failing_tests(
+        generated: list[dict], tmp_path: Path) -> None:
+    row = generated[0]
+    tree = trees.harness_tree(row, tmp_path / "tree")
+    pristine = libraries.unpacked(libraries.library("inflection"))
+    assert (tree / row["path"]).read_text() != (pristine / row["path"]).read_text()
+    for test_id in row["failing"]:
+        name = test_id.split("::")[-1].split("[")[0]
+        assert f"def {name}(" not in (tree / test_id.split("::")[0]).read_text()
+
+
+@pytest.mark.slow
+def test_every_gold_patch_scores_one(generated: list[dict]) -> None:
+    for row in generated:
+        assert trees.score_diff(row, trees.gold_diff(row)) == 1.0, row["key"]
+
+
+@pytest.mark.slow
+def test_the_empty_diff_scores_zero(generated: list[dict]) -> None:
+    assert trees.score_diff(generated[0], "") == 0.0
+
+
+@pytest.mark.slow
+def test_a_diff_that_deletes_or_edits_the_failing_tests_scores_zero(
+        generated: list[dict], tmp_path: Path) -> None:
+    row = generated[0]
+    test_path, *_ = row["failing"][0].split("::")
+    pristine = libraries.unpacked(libraries.library("inflection"))
+    lines = (pristine / test_path).read_text().splitlines()
+    deleting = "\n".join([f"--- a/{test_path}", f"+++ b/{test_path}",
+                          f"@@ -1,{len(lines)} +0,0 @@", *(f"-{line}" for line in lines)])
+    assert trees.score_diff(row, deleting + "\n") == 0.0
+    skipping = "\n".join([f"--- a/{test_path}", f"+++ b/{test_path}", "@@ -1,1 +1,2 @@",
+                          "+import pytest; pytest.skip(allow_module_level=True)",
+                          f" {lines[0]}"])
+    assert trees.score_diff(row, skipping + "\n") == 0.0
+    gold_and_tests = trees.gold_diff(row) + deleting + "\n"
+    assert trees.score_diff(row, gold_and_tests) == 0.0
+
+
+@pytest.mark.slow
+def test_a_diff_leaving_the_tree_scores_zero(generated: list[dict]) -> None:
+    row = generated[0]
+    escaping = trees.gold_diff(row).replace(f"a/{row['path']}", "a/../../etc/passwd").replace(
+        f"b/{row['path']}", "b/../../etc/passwd")
+    assert trees.score_diff(row, escaping) == 0.0
+
+
+@pytest.mark.slow
+def test_the_generated_cache_is_reused(generated: list[dict], tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VTBENCH_GENERATED", str(tmp_path / "generated"))
+    lib = libraries.library("inflection")
+    path = instances.cache_file(lib)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in generated))
+    assert instances.cached(lib) == generated
+
+
+def test_no_task_library_is_importable_in_the_harness_sandbox(tmp_path: Path) -> None:
+    from vtbench.evaluation.harness import harness_spec
+    from vtbench.sandbox import get_sandbox
+
+    names = [lib.release.rsplit("-", 1)[0] for lib in libraries.libraries()]
+    probe = ("import importlib.util, importlib.metadata as m, sys\n"
+             "names = sys.argv[1:]\n"
+             "found = [n for n in names if importlib.util.find_spec(n)]\n"
+             "found += [d.metadata['Name'] for d in m.distributions()\n"
+             "          if d.metadata['Name'] and d.metadata['Name'].lower() in names]\n"
+             "print('FOUND', found)\n")
+    (tmp_path / "h").mkdir()
+    (tmp_path / "io").mkdir()
+    (tmp_path / "server").mkdir()
+    spec = harness_spec(tmp_path / "h", tmp_path / "io", tmp_path / "server" / "model.sock",
+                        timeout=60, lazy=True)
+    import sys
+
+    result = get_sandbox("bwrap").run([sys.executable, "-c", probe, *names], spec)
+    assert result.stdout.decode().strip() == "FOUND []", result.stderr.decode()[-500:]
