@@ -177,7 +177,15 @@ def test_a_span_that_every_item_shares_identifies_none_and_the_task_is_refused(
         fingerprints(task)
 
 
-@pytest.mark.parametrize("task_id", [task.id for task in builtin_tasks()])
+GENERATED_SPLITS = {"repofix", "repofix-smol", "shell"}
+"""Tasks whose splits are built by running programs (mutated libraries' test suites, gold
+commands in frozen file systems): minutes on a host that has not cached them, so they are
+checked in the slow suite."""
+
+
+@pytest.mark.parametrize("task_id", [
+    pytest.param(task.id, marks=pytest.mark.slow) if task.id in GENERATED_SPLITS else task.id
+    for task in builtin_tasks()])
 def test_every_test_item_of_every_task_has_spans_and_no_name_is_one(
         task_id: str, private_store: Path) -> None:
     task = find_task(task_id)
