@@ -58,12 +58,14 @@ def test_the_server_the_harness_and_the_scoring_of_an_evaluation_run_on_its_core
     harness = write_harness(tmp_path / "h", REPORT_CORES)
     template.start_template()
     before = os.sched_getaffinity(0)
+    earlier = set(descendants(os.getpid()))  # other tests' standbys and servers, still alive
     seen: dict[str, list[list[int] | None]] = {"scoring": [], "processes": []}
 
     def look(done: int, total: int) -> None:
         seen["scoring"].append(sorted(os.sched_getaffinity(0)))
         tpl = template._template().process.pid
-        seen["processes"] += [cores_of(pid) for pid in descendants(os.getpid()) if pid != tpl]
+        seen["processes"] += [cores_of(pid) for pid in descendants(os.getpid())
+                              if pid != tpl and pid not in earlier]
 
     result = evaluate(task, tiny_model, "val", harness_dir=harness, items=items,
                       on_progress=look, standby=False, cores=[CORE])
