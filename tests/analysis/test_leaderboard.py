@@ -6,11 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vtbench.analysis.intervals import mean_ci, stratified_ci, t_quantile
 from vtbench.analysis.leaderboard import build_leaderboard, published_table
 from vtbench.analysis.loading import load_episodes
 from vtbench.analysis.metrics import EpisodeMetrics
 from vtbench.analysis.synthetic import make_episodes
+from vtbench.intervals import mean_ci, stratified_ci, t_quantile
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ import numpy as np
 from pydantic import Field
 
 from vtbench.analysis.changes import Strict
-from vtbench.analysis.intervals import FEW_SEEDS, LEVEL, METHOD, mean_ci, stratified_ci
 from vtbench.analysis.metrics import EpisodeMetrics
+from vtbench.intervals import FEW_SEEDS, LEVEL, METHOD, mean_ci, stratified_ci
 
 
 class Cost(Strict):
