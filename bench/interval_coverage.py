@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from vtbench.analysis.intervals import mean_ci
+from vtbench.intervals import mean_ci
 
 SEEDS = (3, 5, 10)
 RESAMPLES = 2000

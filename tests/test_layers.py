@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
         "layout",
         "gpus",
         "processes",
+        "intervals",
         "spec",
         "sandbox",
         "reservation",

@@ -2,8 +2,12 @@
 
 ``build_split`` draws problems from a secret-seeded generator and leaves out any problem
 whose normalised question appears in the public training data. ``public_rows`` makes the
-initial training data, realistically flawed: wrong results, duplicates, format junk, and a
-template mix that differs from the evaluation splits.
+initial training data, realistically flawed: wrong results, duplicates, format junk, a
+template mix that differs from the evaluation splits (one template of three is nearly
+absent), and one systematic error that no check of a row's arithmetic sees: every
+lost-and-found problem was worked as if the found things were lost too
+("20-5=15. 15-3=12"), each step right, the answer wrong. Filtering keeps or loses those
+rows; only relabelling them (and new rows of the rare template) teaches the task.
 """
 
 import random
@@ -44,10 +48,23 @@ TEMPLATES = [_shopping, _boxes, _lost_found]
 PROMPT = "Question: {question}\nAnswer:"
 
 
+PUBLIC_WEIGHTS = (0.6, 0.02, 0.38)
+"""The public data's template mix (shopping, boxes, lost-and-found); the splits' is even."""
+
+
 def make_problem(rng: random.Random, weights: tuple[float, ...] = (1, 1, 1)) -> dict:
     template = rng.choices(TEMPLATES, weights)[0]
     question, steps, answer = template(rng)
-    return {"question": question, "steps": steps, "answer": answer}
+    return {"question": question, "steps": steps, "answer": answer,
+            "template": template.__name__.strip("_")}
+
+
+def mis_worked(problem: dict) -> dict:
+    """A lost-and-found problem worked as if the found things were lost: "a-b=d. d-c=e"."""
+    first, second = problem["steps"]
+    found_from, found = second.split("=")[0].split("+")
+    total = int(found_from) - int(found)
+    return {**problem, "steps": [first, f"{found_from}-{found}={total}"], "answer": total}
 
 
 def normalize(instance_input: dict) -> str:
@@ -68,7 +85,10 @@ def build_split(rng: random.Random, size: int, exclude: set[str]) -> list[dict]:
 
 
 def _flawed_row(rng: random.Random, problem: dict) -> dict:
-    """Worked steps ("8+23=31. 31-9=22. Answer: 22"), one in five with a wrong last step."""
+    """Worked steps ("8+23=31. 31-9=22. Answer: 22"), one in five with a wrong last step;
+    every lost-and-found problem worked wrongly (:func:`mis_worked`)."""
+    if problem["template"] == "lost_found":
+        problem = mis_worked(problem)
     answer = problem["answer"]
     if rng.random() < 0.2:
         answer += rng.choice([-10, -2, -1, 1, 3, 10])
@@ -88,7 +108,7 @@ def _flawed_row(rng: random.Random, problem: dict) -> dict:
 def public_rows(seed: int = 20261130, size: int = 1400) -> list[dict]:
     """The initial training data (deterministic)."""
     rng = random.Random(seed)
-    rows = [_flawed_row(rng, make_problem(rng, weights=(0.6, 0.05, 0.35))) for _ in range(size)]
+    rows = [_flawed_row(rng, make_problem(rng, weights=PUBLIC_WEIGHTS)) for _ in range(size)]
     rows += rng.sample(rows, size // 6)
     rng.shuffle(rows)
     return rows

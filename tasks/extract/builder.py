@@ -5,9 +5,13 @@ Each sentence comes from one of several templates and names a person plus some o
 age, city and job; the label holds exactly the fields the sentence states. ``build_split``
 draws sentences from a secret-seeded generator and leaves out any whose normalised text
 appears in the public training data. ``public_rows`` makes the initial training data,
-realistically flawed: wrong, missing and invented fields, duplicates, format junk, and a
-template mix that differs from the evaluation splits. Noise rates and template weights are
-arguments, so calibration can tune them.
+realistically flawed: wrong, missing and invented fields, duplicates, format junk, a
+template mix that differs from the evaluation splits (four of the nine templates never
+occur), and one systematic error that no check of a value against its sentence sees: in
+every row whose sentence names both a city and a job the labeller swapped the two fields
+(``"city": "florist", "job": "Ghent"``). Filtering keeps or loses those rows; only
+relabelling them (and new sentences of the missing templates) teaches the task. Noise
+rates are arguments, so calibration can tune them.
 """
 
 import json
@@ -63,8 +67,8 @@ TEMPLATES = [
     Template("At {age}, {name} became {job_a}."),
 ]
 SPLIT_WEIGHTS = (1.0,) * len(TEMPLATES)
-# The public data over-represents the first two templates and barely has the last four.
-PUBLIC_WEIGHTS = (0.40, 0.30, 0.02, 0.16, 0.06, 0.03, 0.01, 0.01, 0.01)
+# The public data over-represents the first two templates and never has the last four.
+PUBLIC_WEIGHTS = (0.40, 0.30, 0.04, 0.16, 0.10, 0.0, 0.0, 0.0, 0.0)
 
 
 def make_person(rng: random.Random, weights: tuple[float, ...] = SPLIT_WEIGHTS) -> dict:
@@ -173,8 +177,15 @@ def corrupt_label(rng: random.Random, label: dict) -> None:
             return
 
 
+def swapped(label: dict) -> dict:
+    """The label with city and job swapped where it has both (the labeller's systematic error)."""
+    if "city" not in label or "job" not in label:
+        return dict(label)
+    return {**label, "city": label["job"], "job": label["city"]}
+
+
 def _flawed_row(rng: random.Random, person: dict, label_noise: float, junk_rate: float) -> dict:
-    label = dict(person["label"])
+    label = swapped(person["label"])
     if rng.random() < label_noise:
         corrupt_label(rng, label)
     prompt, completion = PROMPT.format(text=person["text"]), " " + json.dumps(label)

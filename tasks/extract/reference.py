@@ -1,15 +1,19 @@
 """extract reference solution: scripted changes to data and trainer (the harness is fixed).
 
 Data: read the sentence back out of every row (either prompt format), relabel it with a
-parser of the sentence patterns, rewrite the row in the harness's format with a JSON
-completion and remove duplicates. (Topping the 1,400 clean rows up to 2,400 with
-synthetic sentences of every pattern made a 300-step reference worse, 0.17 against 0.49
-on val: the tiny model then saw each row twice, not three times.)
+parser of the sentence patterns (which undoes the swapped city and job), rewrite the row
+in the harness's format with a JSON completion, remove duplicates, and synthesise
+sentences of the patterns the data lacks until each has :data:`LEAST_PER_PATTERN` rows.
+(Topping all patterns up to 2,400 rows made an earlier 300-step reference worse, 0.17
+against 0.49 on val: the tiny model then saw each row twice, not three times; so only the
+missing patterns are added.)
 Trainer: completion-only loss, warm-up and cosine decay, twice the steps.
 """
 
 import json
+import random
 import re
+from collections import Counter
 from pathlib import Path
 
 from vtbench.tasks.tiny_reference import improve_trainer, read_rows, write_rows
@@ -31,17 +35,24 @@ FIELDS = ("name", "age", "city", "job")
 PROMPT = "Text: {text}\nJSON:"
 
 
+LEAST_PER_PATTERN = 150
+
+
+def pattern_of(text: str) -> int | None:
+    """Which of :data:`PATTERNS` a sentence follows, or None."""
+    return next((i for i, pattern in enumerate(PATTERNS) if pattern.fullmatch(text)), None)
+
+
 def parse_sentence(text: str) -> dict | None:
     """The fields a sentence states, in a fixed order, or None for an unknown pattern."""
-    for pattern in PATTERNS:
-        match = pattern.fullmatch(text)
-        if match:
-            found = match.groupdict()
-            label: dict[str, object] = {f: found[f] for f in FIELDS if f in found}
-            if "age" in label:
-                label["age"] = int(found["age"])
-            return label
-    return None
+    index = pattern_of(text)
+    if index is None:
+        return None
+    found = PATTERNS[index].fullmatch(text).groupdict()  # type: ignore[union-attr]
+    label: dict[str, object] = {f: found[f] for f in FIELDS if f in found}
+    if "age" in label:
+        label["age"] = int(found["age"])
+    return label
 
 
 def clean_row(row: dict) -> dict | None:
@@ -58,6 +69,17 @@ def apply_data(data_dir: Path, task) -> None:
         fixed = clean_row(row)
         if fixed:
             cleaned[fixed["prompt"]] = fixed
+    per_pattern = Counter(pattern_of(row["prompt"][len("Text: "):-len("\nJSON:")])
+                          for row in cleaned.values())
+    rng = random.Random(7)
+    while min(per_pattern[i] for i in range(len(PATTERNS))) < LEAST_PER_PATTERN:
+        text = task.builder.make_person(rng)["text"]
+        index = pattern_of(text)
+        fixed = clean_row({"prompt": PROMPT.format(text=text)})
+        if index is not None and fixed and per_pattern[index] < LEAST_PER_PATTERN \
+                and fixed["prompt"] not in cleaned:
+            cleaned[fixed["prompt"]] = fixed
+            per_pattern[index] += 1
     write_rows(data_dir, list(cleaned.values()))
 
 

@@ -6,11 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vtbench.analysis.intervals import mean_ci, stratified_ci, t_quantile
 from vtbench.analysis.leaderboard import build_leaderboard, published_table
 from vtbench.analysis.loading import load_episodes
 from vtbench.analysis.metrics import EpisodeMetrics
+from vtbench.analysis.report import leaderboard_table
 from vtbench.analysis.synthetic import make_episodes
+from vtbench.intervals import mean_ci, stratified_ci, t_quantile
 
 
 @pytest.fixture(scope="module")
@@ -88,12 +89,27 @@ def test_aggregate_weighs_every_task_equally(metrics: list[EpisodeMetrics]) -> N
 def test_published_table_shows_initial_final_and_reference(
         metrics: list[EpisodeMetrics]) -> None:
     headers, rows = published_table(build_leaderboard(metrics))
-    assert headers == ["task", "initial", "noop", "reference", "reference system"]
+    assert headers == ["task", "initial", "noop", "reference", "reference system",
+                       "light / ref gain (task)"]
     arith = rows[0]
     assert arith[0] == "arith"
     assert arith[2] == f"{arith[1]} → {arith[1]} (+0.000)"
     assert arith[3].startswith(f"{arith[1]} → ") and "(+0." in arith[3]
     assert float(arith[4]) > float(arith[1])
+    light, reference = (float(g) for g in arith[5].split(" / "))
+    assert reference == pytest.approx(float(arith[4]) - float(arith[1]), abs=1e-3)
+    assert light == pytest.approx(0.3 * reference, abs=1e-3)
+
+
+def test_each_agents_gain_stands_beside_the_tasks_light_and_reference_gains(
+        metrics: list[EpisodeMetrics]) -> None:
+    headers, rows = leaderboard_table(build_leaderboard(metrics))
+    gain, light, reference = (headers.index(h) for h in (
+        "gain", "task: light gain", "task: ref gain"))
+    assert (light, reference) == (gain + 2, gain + 3)
+    arith = [row for row in rows if row[1] == "arith"]
+    assert {row[light] for row in arith} == {arith[0][light]} != {"–"}
+    assert float(arith[0][light]) == pytest.approx(0.3 * float(arith[0][reference]), abs=2e-3)
 
 
 def test_synthetic_records_without_history_still_rank(tmp_path: Path) -> None:

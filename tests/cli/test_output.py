@@ -1,6 +1,7 @@
 """The CLI's result tables print numbers a reader can take in."""
 
 from vtbench.cli import output
+from vtbench.cli.prepare import SCORE_COLUMNS
 
 
 def test_table_cells_round_floats_and_show_none_as_a_dash(capsys) -> None:
@@ -14,12 +15,13 @@ def test_table_cells_round_floats_and_show_none_as_a_dash(capsys) -> None:
 
 
 def test_a_wide_table_written_to_a_pipe_is_not_cut(capsys) -> None:
-    columns = ["task", "init val", "init test", "ref val", "ref test", "only D", "only T",
-               "only H", "ref -D", "ref -T", "ref -H"]
-    output.print_table("prepared tasks", columns, [["toolcalc", *[0.9975] * 10]])
+    gain = "+0.2503 [-0.1012, +0.3991]"
+    output.print_table("prepared tasks", SCORE_COLUMNS,
+                       [["toolcalc", *[0.9975] * 10, gain, gain, "0.52", "3"]])
     printed = capsys.readouterr().out
     assert "…" not in printed
     assert "toolcalc" in printed and printed.count("0.9975") == 10
+    assert printed.count("+0.2503") == printed.count("+0.3991]") == 2
 
 
 def test_progress_lines_show_their_time_but_not_the_code_that_logged_them(capsys) -> None:

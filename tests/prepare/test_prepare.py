@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -10,9 +11,13 @@ import pytest
 
 from tests.episode.conftest import quick_copy, substitute
 from vtbench import layout
+from vtbench.agents.filter_agent import filter_data
+from vtbench.agents.row_checks import row_check
+from vtbench.agents.tuner_agent import hyperparameters, recipe
 from vtbench.errors import NotPrepared
 from vtbench.gpus import MEMORY_FRACTION_ENV
 from vtbench.prepare import load_prepared, prepare_task, prepare_tasks, task_scores
+from vtbench.prepare.prepare import co_design_margin, load_scores
 from vtbench.prepare.systems import TrainingFailed
 from vtbench.tasks import load_task
 
@@ -33,7 +38,7 @@ def test_prepare_builds_only_what_an_episode_needs_and_calibration_adds_the_abla
     assert {path.name for path in systems.iterdir()} == {"initial", "reference"}
     lines: list[str] = []
     calibrated = prepare_task(task, calibrate=True, report=lambda job, line: lines.append(job))
-    assert {job.split("/")[1] for job in lines} == {"data", "trainer"}
+    assert {job.split("/")[1] for job in lines} == {"data", "trainer", "light"}
     assert calibrated["reference"] == scores["reference"]
     assert calibrated["ablations"]["data"] is not None
 
@@ -64,7 +69,7 @@ def test_with_a_fixed_harness_leave_one_out_is_the_other_change_alone(
                                        "trainer": scores["ablations"]["data"], "harness": None}
     systems = layout.task_store(task.id) / "systems"
     assert {path.name for path in systems.iterdir()} == {"initial", "reference", "data",
-                                                         "trainer"}
+                                                         "trainer", "light"}
 
 
 def test_an_editable_harness_adds_leave_one_out_systems_that_train_nothing(
@@ -75,8 +80,66 @@ def test_an_editable_harness_adds_leave_one_out_systems_that_train_nothing(
                for name in ("data", "trainer", "harness"))
     systems = layout.task_store(task.id) / "systems"
     trained = {path.parent.name for path in systems.glob("*/model-seed0")}
-    assert trained == {"initial", "reference", "data", "trainer"}
+    assert trained == {"initial", "reference", "data", "trainer", "light"}
     assert (systems / "without-data" / "harness").is_dir()
+
+
+def test_the_light_system_is_the_light_agents_first_candidate_and_changes_nothing_else(
+        quick_arith: Path, tmp_path: Path) -> None:
+    task = load_task(quick_arith)
+    prepare_task(task, calibrate=True)
+    systems = layout.task_store(task.id) / "systems"
+    light, initial = systems / "light", systems / "initial"
+    expected = shutil.copytree(initial, tmp_path / "expected",
+                               ignore=shutil.ignore_patterns("model-seed*"))
+    filter_data(expected / "data", row_check("arith", expected))
+    assert (light / "data" / "train.jsonl").read_text() == (
+        expected / "data" / "train.jsonl").read_text()
+    assert (light / "trainer" / "train.py").read_bytes() == (
+        initial / "trainer" / "train.py").read_bytes()
+    assert hyperparameters(light / "trainer" / "config.toml") == recipe(
+        hyperparameters(initial / "trainer" / "config.toml"))
+    assert tree(light / "harness") == tree(initial / "harness")
+    assert (light / "model-seed0.complete").exists()
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_calibration_scores_the_margin_on_test_at_every_seed_and_episodes_keep_seed_0(
+        quick_arith: Path) -> None:
+    task = load_task(quick_arith)
+    scores = prepare_task(task, seeds=(0, 1), calibrate=True)
+    raw = load_scores(task)
+    for system in ("initial", "light", "reference"):
+        assert set(raw[system]["test"]) == {"0", "1"}
+    assert set(raw["data"]) == {"val"}
+    assert scores["initial"]["test"] == raw["initial"]["test"]["0"]
+    assert scores["reference"]["test"] == raw["reference"]["test"]["0"]
+    assert scores["margin"] == co_design_margin(raw)
+    assert scores["margin"]["seeds"] == 2
+
+
+def test_the_margin_is_the_share_of_the_reference_gain_the_light_system_does_not_reach(
+        ) -> None:
+    scores = {"initial": {"test": {"0": 0.1, "1": 0.2, "2": 0.3}},
+              "light": {"test": {"0": 0.3, "1": 0.3}},
+              "reference": {"test": {"0": 0.9, "1": 0.8, "2": 0.9}}}
+    margin = co_design_margin(scores)
+    assert margin["light"]["gain"] == pytest.approx(0.15, abs=1e-4)
+    assert margin["reference"]["gain"] == pytest.approx(2.0 / 3, abs=1e-4)
+    assert margin["margin"] == pytest.approx(1 - 0.15 / (2.0 / 3), abs=1e-4)
+    assert margin["seeds"] == 2
+    low, high = margin["light"]["interval"]
+    assert low < 0.15 < high and high - 0.15 == pytest.approx(12.706 * 0.05, abs=1e-3)
+
+
+def test_a_reference_that_gains_nothing_has_no_margin() -> None:
+    scores = {"initial": {"test": {"0": 0.5}}, "light": {"test": {"0": 0.6}},
+              "reference": {"test": {"0": 0.5}}}
+    assert co_design_margin(scores)["margin"] is None
+    assert co_design_margin({})["light"] == {"gain": None, "interval": None}
 
 
 def test_a_failed_training_leaves_nothing_half_written(quick_arith: Path) -> None:
@@ -128,8 +191,9 @@ def test_several_tasks_train_in_one_pool_longest_first(tmp_path: Path) -> None:
     assert [s["task"] for s in scores] == ["arith", "toolcalc"]
     assert all(s["reference"]["test"] is not None for s in scores)
     assert set(started[:2]) == {"toolcalc/reference/seed0", "toolcalc/trainer/seed0"}
-    assert set(started[2:4]) == {"arith/reference/seed0", "arith/trainer/seed0"}
-    assert {job.split("/")[1] for job in started[4:]} == {"initial", "data"}
+    assert set(started[2:6]) == {"arith/reference/seed0", "arith/trainer/seed0",
+                                 "arith/light/seed0", "toolcalc/light/seed0"}
+    assert {job.split("/")[1] for job in started[6:]} == {"initial", "data"}
 
 
 def test_a_failed_training_stops_the_trainings_not_yet_started(tmp_path: Path) -> None:

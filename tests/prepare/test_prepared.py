@@ -31,6 +31,8 @@ def test_a_prepared_task_carries_its_initial_model_scores_and_digest(quick_arith
     assert (prepared.initial_model / "config.json").exists()
     assert prepared.initial_test == scores["initial"]["test"]
     assert prepared.reference_test == scores["reference"]["test"]
+    assert (prepared.light_gain, prepared.reference_gain) == (
+        scores["margin"]["light"]["gain"], scores["margin"]["reference"]["gain"])
 
 
 def test_the_grader_finds_a_pack_outside_the_builtin_tasks_by_its_id(quick_arith: Path) -> None:

@@ -119,7 +119,7 @@ def test_the_public_data_has_wrong_labels_junk_and_duplicates() -> None:
     rows = BUILDER.public_rows()
     parsed = [(row, parsed_completion(row)) for row in rows]
     usable = [(row, label) for row, label in parsed if label is not None]
-    wrong = sum(label != BUILDER.true_label(BUILDER.row_input(row)["text"])
+    wrong = sum(label != BUILDER.swapped(BUILDER.true_label(BUILDER.row_input(row)["text"]))
                 for row, label in usable)
     assert 0.12 < wrong / len(usable) < 0.3
     assert 0.05 < 1 - len(usable) / len(rows) < 0.2
@@ -136,14 +136,28 @@ def test_reference_data_has_true_labels_in_the_harness_format(tmp_path: Path) ->
         assert len(row["prompt"]) + len(row["completion"]) + 2 <= 192
 
 
-def test_reference_data_keeps_every_sentence_once(tmp_path: Path) -> None:
+def test_every_public_row_naming_a_city_and_a_job_has_the_two_swapped() -> None:
+    both = [row for row in BUILDER.public_rows()
+            if {"city", "job"} <= set(BUILDER.true_label(BUILDER.row_input(row)["text"]))
+            and (label := parsed_completion(row)) and label.keys() >= {"city", "job"}]
+    assert len(both) > 500
+    for row in both:
+        label = json.loads(row["completion"])
+        assert label["city"] in BUILDER.JOBS or label["job"] in BUILDER.CITIES
+
+
+def test_reference_data_keeps_every_sentence_once_and_adds_the_missing_patterns(
+        tmp_path: Path) -> None:
     rows = reference_rows(TASK, tmp_path)
     keys = [BUILDER.normalize(BUILDER.row_input(row)) for row in rows]
     assert len(set(keys)) == len(keys)
     initial = {BUILDER.normalize(BUILDER.row_input(row)) for row in BUILDER.public_rows()}
-    assert set(keys) == initial
+    assert set(keys) >= initial
     templates = Counter(template_of(BUILDER.row_input(row)["text"]) for row in rows)
-    assert set(templates) == set(range(len(BUILDER.TEMPLATES)))
+    public = Counter(template_of(BUILDER.row_input(row)["text"])
+                     for row in BUILDER.public_rows())
+    assert set(templates) == set(range(len(BUILDER.TEMPLATES))) != set(public)
+    assert min(templates.values()) == REFERENCE.LEAST_PER_PATTERN
 
 
 def test_reference_parser_agrees_with_the_builder() -> None:

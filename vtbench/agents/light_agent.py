@@ -13,17 +13,32 @@ training code or loss, or touching the harness.
    the initial model, the initial model, with the data and config put back as shipped.
 
 Runs inside the research sandbox (``python -m vtbench.agents.light_agent``).
+:func:`first_candidate` is its first trained candidate made without a grader (the filter's
+cleaning, the tuner's recipe): ``vtbench prepare --calibrate`` builds the task's ``light``
+system with it, the measure of what lightweight work reaches on the task.
 """
 
 import argparse
 from pathlib import Path
 
-from vtbench.agents.filter_agent import clean_workspace_data
+from vtbench.agents.filter_agent import FilterCounts, clean_workspace_data, filter_data
+from vtbench.agents.row_checks import row_check
 from vtbench.agents.scripted import WORKSPACE, speaker
-from vtbench.agents.tuner_agent import Tuner
+from vtbench.agents.tuner_agent import Tuner, hyperparameters, recipe, set_hyperparameters
 from vtbench.client import GraderClient
 
 say = speaker("light")
+
+
+def first_candidate(task: str, workspace: Path) -> FilterCounts:
+    """Make ``workspace`` (``data/``, ``trainer/``, ``harness/``) the light agent's first
+    candidate: ``data/`` cleaned with the task's row check as :func:`run` cleans it, and
+    ``trainer/config.toml`` set to the tuner's first candidate (:func:`recipe` of the
+    shipped settings); the rest as it was."""
+    counts = filter_data(workspace / "data", row_check(task, workspace))
+    config = workspace / "trainer" / "config.toml"
+    set_hyperparameters(config, recipe(hyperparameters(config)))
+    return counts
 
 
 def run(client: GraderClient, seed: int, workspace: Path = WORKSPACE) -> None:

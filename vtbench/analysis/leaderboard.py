@@ -18,8 +18,8 @@ import numpy as np
 from pydantic import Field
 
 from vtbench.analysis.changes import Strict
-from vtbench.analysis.intervals import FEW_SEEDS, LEVEL, METHOD, mean_ci, stratified_ci
 from vtbench.analysis.metrics import EpisodeMetrics
+from vtbench.intervals import FEW_SEEDS, LEVEL, METHOD, mean_ci, stratified_ci
 
 
 class Cost(Strict):
@@ -46,6 +46,11 @@ class LeaderboardRow(Strict):
     initial_test: float | None
     final_test_mean: float | None
     reference_test: float | None
+    task_light_gain: float | None = None
+    """The task's light system's test gain (its calibration's mean over seeds): what
+    lightweight work reaches there."""
+    task_reference_gain: float | None = None
+    """The task's reference system's test gain over the same seeds."""
     codesign_rate: float | None
     full_codesign_rate: float | None
     episode_codesign_rate: float | None
@@ -188,6 +193,8 @@ def _row(agent: str, task: str, group: list[EpisodeMetrics]) -> LeaderboardRow:
         initial_test=_mean(_values(group, "initial_test")),
         final_test_mean=_mean(_values(group, "final_test")),
         reference_test=_mean(_values(group, "reference_test")),
+        task_light_gain=_mean(_values(group, "light_gain")),
+        task_reference_gain=_mean(_values(group, "reference_gain")),
         codesign_rate=_mean(_values(group, "codesign_rate")),
         full_codesign_rate=_mean(_values(group, "full_codesign_rate")),
         episode_codesign_rate=_episode_codesign(group),
@@ -221,8 +228,10 @@ def _aggregate(agent: str, tasks: dict[str, list[EpisodeMetrics]]) -> AggregateR
 
 
 def published_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
-    """Rows per task: ``initial → final`` per agent (mean over seeds), then the reference."""
-    headers = ["task", "initial", *board.agents, "reference system"]
+    """Rows per task: ``initial → final`` per agent (mean over seeds), then the reference,
+    then the task's light and reference systems' test gains from its calibration (what
+    lightweight work reaches, and what co-design does)."""
+    headers = ["task", "initial", *board.agents, "reference system", "light / ref gain (task)"]
     rows = []
     for task in board.tasks:
         cells = [board.row(agent, task) for agent in board.agents]
@@ -234,8 +243,15 @@ def published_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
             row.append("–" if cell is None else
                        f"{_fmt(cell.initial_test)} → {_fmt(cell.final_test_mean)}"
                        f" ({_signed(cell.gain_mean)}{', shared' if cell.shared else ''})")
-        rows.append([*row, _fmt(reference)])
+        rows.append([*row, _fmt(reference), _task_gains(cells)])
     return headers, rows
+
+
+def _task_gains(cells: Sequence[LeaderboardRow | None]) -> str:
+    light = next((c.task_light_gain for c in cells if c and c.task_light_gain is not None), None)
+    reference = next((c.task_reference_gain for c in cells
+                      if c and c.task_reference_gain is not None), None)
+    return f"{_signed(light)} / {_signed(reference)}"
 
 
 def _fmt(value: float | None) -> str:

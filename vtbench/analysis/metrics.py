@@ -70,6 +70,10 @@ class EpisodeMetrics(Strict):
     initial_test: float | None
     final_test: float | None
     reference_test: float | None
+    light_gain: float | None = None
+    """The task's light system's mean test gain (its calibration), as the record holds it."""
+    reference_gain: float | None = None
+    """The task's reference system's mean test gain over the same seeds."""
     gain: float | None
     normalized_gain: float | None
     validations_used: int
@@ -116,7 +120,8 @@ def episode_metrics(record: EpisodeRecord, history: EpisodeHistory) -> EpisodeMe
         episode_id=record.episode_id, agent=record.agent, model=record.model,
         reasoning_effort=record.reasoning_effort, task=record.task, seed=record.seed,
         status=record.status, submitted=record.submitted, initial_test=record.initial_test,
-        final_test=record.final_test, reference_test=record.reference_test, gain=record.gain,
+        final_test=record.final_test, reference_test=record.reference_test,
+        light_gain=record.light_gain, reference_gain=record.reference_gain, gain=record.gain,
         normalized_gain=record.normalized_gain, validations_used=record.validations_used,
         best_over_time=points, best_val=points[-1].best if points else start,
         improvement_share=len(improvements) / len(scored) if scored else None,

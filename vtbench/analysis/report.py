@@ -119,13 +119,16 @@ COST_HEADERS = ["$ / episode", "input tok", "cached tok", "output tok"]
 
 
 def leaderboard_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
-    headers = ["agent", "task", "n", "submitted", "gain", "95% CI", "norm. gain", "95% CI ",
-               "initial → final", "co-design", "D+T+H", "co-design / episode", "algorithm",
-               "improving", "val→test gap", "validations", *COST_HEADERS]
+    headers = ["agent", "task", "n", "submitted", "gain", "95% CI", "task: light gain",
+               "task: ref gain", "norm. gain", "95% CI ", "initial → final", "co-design",
+               "D+T+H", "co-design / episode", "algorithm", "improving", "val→test gap",
+               "validations", *COST_HEADERS]
     rows = [[r.agent, r.task, str(r.n), _pct(r.submitted_rate),
              _num(r.gain_mean, signed=True) + (f" (shared: {r.shared} of {r.n})" if r.shared
                                                 else ""),
-             _ci(r.gain_ci), _num(r.normalized_gain_mean, signed=True), _ci(r.normalized_gain_ci),
+             _ci(r.gain_ci), _num(r.task_light_gain, signed=True),
+             _num(r.task_reference_gain, signed=True),
+             _num(r.normalized_gain_mean, signed=True), _ci(r.normalized_gain_ci),
              f"{_num(r.initial_test)} → {_num(r.final_test_mean)}",
              _pct(r.codesign_rate), _pct(r.full_codesign_rate), _pct(r.episode_codesign_rate),
              _pct(r.algorithm_change_rate),

@@ -171,6 +171,8 @@ def _record(agent: str, task: str, seed: int, commits: list[str], scores: list[f
         ended_at=datetime.fromtimestamp(BASE_TIME + elapsed, UTC).isoformat(),
         status="finished", stop_reason="submitted", submitted=True, initial_val=initial_val,
         initial_test=initial_test, reference_test=reference, final_test=final, gain=gain,
+        light_gain=round(0.3 * (reference - initial_test), 6),
+        reference_gain=round(reference - initial_test, 6),
         normalized_gain=round(gain / (reference - initial_test), 6), validations=validations,
         submission=Submission(candidate=chosen, snapshot=commits[-1],
                               model_hash=_fake_id("m", 0 if best is None else best + 1),

@@ -30,15 +30,34 @@ def scores_rows(scores: list[dict]) -> list[list[object]]:
              s["reference"]["test"], *(s["ablations"][c] for c in components),
              *(s["leave_one_out"][c] for c in components)] for s in scores]
     return [[s["task"] if s["current"] else f"{s['task']} (stale)",
-             *(f"{v:.3f}" if v is not None else None for v in row)]
+             *(f"{v:.3f}" if v is not None else None for v in row), *margin_cells(s["margin"])]
             for s, row in zip(scores, rows, strict=True)]
 
 
+def gain_text(gain: dict) -> str | None:
+    """``+0.250 [+0.101, +0.399]``: a mean test gain and its interval; None if unmeasured."""
+    if gain["gain"] is None:
+        return None
+    interval = gain["interval"]
+    bounds = f" [{interval[0]:+.3f}, {interval[1]:+.3f}]" if interval else ""
+    return f"{gain['gain']:+.3f}{bounds}"
+
+
+def margin_cells(margin: dict) -> list[str | None]:
+    share = margin["margin"]
+    return [gain_text(margin["light"]), gain_text(margin["reference"]),
+            None if share is None else f"{share:.2f}", str(margin["seeds"] or "") or None]
+
+
 SCORE_COLUMNS = ["task", "init val", "init test", "ref val", "ref test",
-                 "only D", "only T", "only H", "ref -D", "ref -T", "ref -H"]
+                 "only D", "only T", "only H", "ref -D", "ref -T", "ref -H",
+                 "light gain", "ref gain", "margin", "seeds"]
 """Beyond the first five: val means of the initial system with one component's change
-(only X) and of the reference with one change reverted (ref -X); '-' where not measured.
-A task prepared from another version of it is marked stale."""
+(only X) and of the reference with one change reverted (ref -X); then the co-design
+margin: the light and reference systems' test gains over the initial system (mean over
+seeds, 95 % Student t interval), the share of the reference's gain the light system does
+not reach, and how many seeds measured it; '-' where not measured. A task prepared from
+another version of it is marked stale."""
 
 
 def prepare(

@@ -132,6 +132,13 @@ class EpisodeRecord(Record):
     initial_val: float | None = None
     initial_test: float | None = None
     reference_test: float | None = None
+    light_gain: float | None = None
+    """The task's co-design margin, from its calibration (``vtbench prepare --calibrate``):
+    the light system's mean test gain over the initial system across the calibration's
+    seeds (None where the task was not calibrated). An agent's gain beside it shows whether
+    the agent went beyond lightweight work."""
+    reference_gain: float | None = None
+    """The reference system's mean test gain over the same seeds."""
     final_test: float | None = None
     """Test score of the submission, or of the initial system when nothing was submitted."""
     gain: float | None = None

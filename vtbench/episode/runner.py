@@ -168,6 +168,7 @@ def start_episode(prepared: PreparedTask, options: RunOptions, spec: EpisodeSpec
         spec=spec, budget_minutes=spec.budgets.wall_clock_minutes, started_at=now(began),
         initial_val=prepared.initial_val,
         initial_test=prepared.initial_test, reference_test=prepared.reference_test,
+        light_gain=prepared.light_gain, reference_gain=prepared.reference_gain,
         model=options.model if agent.needs_gateway else None,
         reasoning_effort=options.reasoning_effort if agent.needs_gateway else None,
         provenance=provenance(prepared, options.sandbox))

@@ -20,6 +20,7 @@ from vtbench import layout
 from vtbench.errors import VtbenchError
 from vtbench.evaluation import evaluate
 from vtbench.gpus import memory_share, side_by_side
+from vtbench.intervals import mean_ci
 from vtbench.models.base import resolve_base
 from vtbench.prepare.digest import forget_stale, is_current
 from vtbench.prepare.jobs import Job, RunAlone, run_jobs
@@ -75,16 +76,27 @@ class ScoreBook:
             atomic_write(scores_path(self.task), text)
 
 
-def splits_for(plan: SystemPlan, seed: int) -> tuple[str, ...]:
-    return ("val", "test") if plan.name in ("initial", "reference") and seed == 0 else ("val",)
+MARGIN_SYSTEMS = ("initial", "light", "reference")
+"""The systems scored on test at every seed of a calibration: the co-design margin compares
+the light system's test gain with the reference's, seed by seed."""
+
+
+def splits_for(plan: SystemPlan, seed: int, calibrate: bool = False) -> tuple[str, ...]:
+    """Val always; test for the episode's systems at seed 0 (the gain's zero and the
+    normaliser), and with ``calibrate`` for the margin's systems at every seed."""
+    if plan.name in ("initial", "reference") and seed == 0:
+        return ("val", "test")
+    return ("val", "test") if calibrate and plan.name in MARGIN_SYSTEMS else ("val",)
 
 
 def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report: Reporter,
-               sandbox: str = "bwrap", whole_gpu: bool = False) -> None:
+               sandbox: str = "bwrap", calibrate: bool = False,
+               whole_gpu: bool = False) -> None:
     job = f"{task.id}/{plan.name}/seed{seed}"
     folder = system_folder(task, plan.name)
     model_owner = system_folder(task, plan.model_system)
-    missing = [s for s in splits_for(plan, seed) if book.get(plan.name, s, seed) is None]
+    missing = [s for s in splits_for(plan, seed, calibrate)
+               if book.get(plan.name, s, seed) is None]
     if not missing and is_complete(model_dir(model_owner, seed)):
         return
     try:
@@ -139,7 +151,8 @@ def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int
             cost = estimated_cost(folder) if plan.trains else 0.0
             for seed in seeds:
                 name = f"{task.id}/{plan.name}/seed{seed}"
-                run = partial(run_system, task, plan, seed, book, report, sandbox)
+                run = partial(run_system, task, plan, seed, book, report, sandbox,
+                              calibrate)
                 if plan.trains:
                     training.append((cost, Job(name, run,
                                                run_alone=partial(run, whole_gpu=True))))
@@ -164,6 +177,30 @@ def _spread(values: dict[str, float] | None) -> float | None:
     return round(statistics.stdev(values.values()), 4) if values and len(values) > 1 else None
 
 
+def gains(scores: dict[str, Any], system: str) -> list[float]:
+    """``system``'s test gain over the initial system at every seed that scored both."""
+    initial, own = scores.get("initial", {}).get("test", {}), scores.get(system, {}).get("test", {})
+    return [own[seed] - initial[seed] for seed in sorted(own) if seed in initial]
+
+
+def co_design_margin(scores: dict[str, Any]) -> dict[str, Any]:
+    """The light and reference systems' test gains (means over seeds with 95 % Student t
+    intervals) and the margin: the share of the reference's mean gain the light system's
+    does not reach (None while either is missing or the reference gains nothing)."""
+    light, reference = gains(scores, "light"), gains(scores, "reference")
+    (light_mean, light_ci), (reference_mean, reference_ci) = mean_ci(light), mean_ci(reference)
+    margin = (None if light_mean is None or not reference_mean or reference_mean <= 0
+              else round(1 - light_mean / reference_mean, 4))
+    return {"light": _rounded(light_mean, light_ci), "reference": _rounded(reference_mean,
+                                                                           reference_ci),
+            "margin": margin, "seeds": min(len(light), len(reference))}
+
+
+def _rounded(mean: float | None, interval: list[float] | None) -> dict[str, Any]:
+    return {"gain": None if mean is None else round(mean, 4),
+            "interval": None if interval is None else [round(v, 4) for v in interval]}
+
+
 def leave_one_out(task: Task, val: Callable[[str, str], float | None]) -> dict[str, Any]:
     """Val of the reference with one component's change reverted; with a fixed harness
     that is the other component's change alone."""
@@ -179,18 +216,25 @@ def task_scores(task: Task) -> dict[str, Any]:
 
 
 def score_summary(task: Task) -> dict[str, Any]:
-    """Initial/reference val+test, ablations (one component's change alone), leave-one-out
-    (one reverted) and seed spreads, read from ``scores.json`` alone."""
+    """Initial/reference/light val means and test of seed 0 (the model every episode starts
+    from, and the normaliser), the co-design margin over seeds, ablations (one component's
+    change alone), leave-one-out (one reverted) and seed spreads, read from ``scores.json``
+    alone."""
     scores = load_scores(task)
 
     def split_mean(system: str, split: str) -> float | None:
         return _mean(scores.get(system, {}).get(split))
 
+    def test_seed0(system: str) -> float | None:
+        score: float | None = scores.get(system, {}).get("test", {}).get("0")
+        return score
+
     return {
         "task": task.id,
-        "initial": {"val": split_mean("initial", "val"), "test": split_mean("initial", "test")},
-        "reference": {"val": split_mean("reference", "val"),
-                      "test": split_mean("reference", "test")},
+        "initial": {"val": split_mean("initial", "val"), "test": test_seed0("initial")},
+        "reference": {"val": split_mean("reference", "val"), "test": test_seed0("reference")},
+        "light": {"val": split_mean("light", "val"), "test": test_seed0("light")},
+        "margin": co_design_margin(scores),
         "ablations": {name: split_mean(name, "val") if name != "harness"
                       or task.spec.harness_editable else None
                       for name in ("data", "trainer", "harness")},

@@ -56,6 +56,18 @@ class PreparedTask:
     def reference_test(self) -> float | None:
         return self.scores["reference"]["test"]
 
+    @property
+    def light_gain(self) -> float | None:
+        """The light system's mean test gain over the calibration's seeds."""
+        gain: float | None = self.scores["margin"]["light"]["gain"]
+        return gain
+
+    @property
+    def reference_gain(self) -> float | None:
+        """The reference system's mean test gain over the calibration's seeds."""
+        gain: float | None = self.scores["margin"]["reference"]["gain"]
+        return gain
+
 
 def _checked(task: Task, digest: str) -> PreparedTask:
     hint = f"run: vtbench prepare --task {task.id}"

@@ -3,9 +3,12 @@
 Each system is a folder in the private store shaped like a workspace (``data/``,
 ``trainer/``, ``harness/``, ``model/``). Which components carry the reference's changes
 decides the system: ``initial`` none, ``reference`` all, ``data``/``trainer``/``harness``
-only that one (the ablations). A system whose model is complete (a ``model-seedN.complete``
-marker beside the model folder, so the folder holds checkpoint files only) is never rebuilt,
-so an interrupted prepare resumes where it stopped.
+only that one (the ablations). ``light`` is the initial system after the light agent's
+lightweight work (:func:`vtbench.agents.light_agent.first_candidate`: the data filtered,
+the trainer's settings tuned), the measure of the task's co-design margin. A system whose
+model is complete (a ``model-seedN.complete`` marker beside the model folder, so the folder
+holds checkpoint files only) is never rebuilt, so an interrupted prepare resumes where it
+stopped.
 """
 
 import os
@@ -17,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from vtbench.agents.light_agent import first_candidate
 from vtbench.errors import VtbenchError
 from vtbench.gpus import MEMORY_FRACTION_ENV
 from vtbench.tasks.materialize import COMPONENTS, apply_reference, materialize
@@ -28,10 +32,14 @@ class SystemPlan:
     name: str
     changed: tuple[str, ...]
     """Components that carry the reference's changes."""
+    lightweight: bool = False
+    """Whether the light agent's lightweight work is applied to the initial components."""
 
     @property
     def model_system(self) -> str:
         """The system whose model this one uses: a model depends on data and trainer only."""
+        if self.lightweight:
+            return self.name
         trained = tuple(c for c in ("data", "trainer") if c in self.changed)
         return {(): "initial", ("data",): "data", ("trainer",): "trainer"}.get(
             trained, "reference")
@@ -51,10 +59,11 @@ SYSTEMS = (
     SystemPlan("without-data", ("trainer", "harness")),
     SystemPlan("without-trainer", ("data", "harness")),
     SystemPlan("without-harness", ("data", "trainer")),
+    SystemPlan("light", (), lightweight=True),
 )
-"""The initial and reference systems, each component's change alone, and (where the harness
+"""The initial and reference systems, each component's change alone, (where the harness
 is editable; otherwise they equal "trainer", "data" and "reference") the reference with
-one component's change reverted."""
+one component's change reverted, and the lightweight system."""
 
 
 class TrainingFailed(VtbenchError):
@@ -76,7 +85,7 @@ reference (the normaliser of gains). The others only calibrate the task."""
 def plans_for(task: Task, calibrate: bool = False) -> list[SystemPlan]:
     """The systems to build: the episode's two, and with ``calibrate`` the ablations."""
     names = [p.name for p in SYSTEMS] if task.spec.harness_editable else [
-        "initial", "reference", "data", "trainer"]
+        "initial", "reference", "data", "trainer", "light"]
     return [p for p in SYSTEMS if p.name in names
             and (calibrate or p.name in EPISODE_SYSTEMS)]
 
@@ -89,6 +98,8 @@ def build_components(task: Task, plan: SystemPlan, folder: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     materialize(task, staging)
     apply_reference(task, staging, components=plan.changed)
+    if plan.lightweight:
+        first_candidate(task.id, staging)
     staging.rename(folder)
 
 
