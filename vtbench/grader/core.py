@@ -55,12 +55,7 @@ from vtbench.grader.cache import ResultCache
 from vtbench.grader.ledger import Episode, Ledger, RecoveryReport
 from vtbench.grader.lineage import LineageBook, candidate_views
 from vtbench.grader.merge import Merger
-from vtbench.grader.pipeline import (
-    SPEC_EVENT,
-    episode_budgets,
-    inputs_intact,
-    remember_prepared,
-)
+from vtbench.grader.pipeline import SPEC_EVENT, episode_budgets, inputs_intact, remember_prepared
 from vtbench.grader.storekeeper import StoreKeeper
 from vtbench.grader.submissions import Submissions
 from vtbench.grader.tokens import Gate, new_token
