@@ -40,7 +40,8 @@ def third_party_imports(folder: Path) -> dict[str, set[str]]:
     """Distribution name -> files importing it, for every import outside the standard
     library and this repository (a task pack's harness imports helpers the evaluation puts
     on its path, such as ``client`` or bfcl's ``bfcl_eval`` backends: any module or package
-    named by a file or a package folder under ``folder``)."""
+    named by a file or a package folder under ``folder``, or by a file of a task pack's
+    harness, which the tests' own harnesses are laid beside)."""
     return {name: set(files) for name, files in _scan(folder).items()}
 
 
@@ -48,7 +49,9 @@ def third_party_imports(folder: Path) -> dict[str, set[str]]:
 def _scan(folder: Path) -> dict[str, frozenset[str]]:
     names = _distributions()
     local = {"vtbench", "tasks", "tests"} | {path.stem for path in folder.rglob("*.py")} \
-        | {path.parent.name for path in folder.rglob("__init__.py")}
+        | {path.parent.name for path in folder.rglob("__init__.py")} \
+        | {path.stem for path in (ROOT / "tasks").rglob("*.py")
+           if path.parent.name.endswith("harness")}
     found: dict[str, set[str]] = {}
     for path in folder.rglob("*.py"):
         for module in _imported_modules(path):
