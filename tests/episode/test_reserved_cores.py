@@ -58,6 +58,7 @@ def test_a_run_on_a_host_whose_cores_are_taken_is_refused_naming_the_holder(
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_run_that_may_wait_starts_once_the_cores_are_free_and_a_shared_run_says_so(
         prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
     every, release, heard = host_cores(), threading.Event(), []

@@ -107,6 +107,7 @@ def tree(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_calibration_scores_the_margin_on_test_at_every_seed_and_episodes_keep_seed_0(
         quick_arith: Path) -> None:
     task = load_task(quick_arith)
@@ -254,6 +255,7 @@ def test_a_calibration_killed_halfway_and_continued_gives_the_same_table_as_one_
     assert killed == whole
 
 
+@pytest.mark.slow
 def test_a_training_out_of_its_gpu_share_trains_again_alone_with_the_whole_gpu(
         quick_arith: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """This machine has no GPU: an ``nvidia-smi`` that lists one makes prepare split its
