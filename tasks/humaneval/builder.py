@@ -19,8 +19,10 @@ CPython standard library (tests excluded): prompt = signature + docstring, compl
 body. Every function whose name is a HumanEval entry point, or whose docstring shares
 most of its words with a HumanEval prompt's, is left out. The initial data keeps what a
 hurried miner gets: stub bodies (``pass``, ``...``, ``raise NotImplementedError``),
-functions of hundreds of lines, private helpers and methods, repeated rows, and rows
-whose body was re-indented with tabs or two spaces.
+functions of hundreds of lines, private helpers and methods, repeated rows, rows whose
+body was re-indented with tabs or two spaces, and a third of the bodies paired with another
+function's docstring (:func:`misalign`): real code, so no check of the body alone finds
+them, and a model trained on them learns to write bodies that ignore the docstring.
 
 :func:`self_contained_pool` mines what the reference data is made of: the public top-level
 functions of the standard library and of the installed packages that read no name but
@@ -58,6 +60,8 @@ NEAR_DUPLICATE = 0.5
 """Docstring word overlap (Jaccard) from which a mined function counts as a HumanEval copy."""
 PROSE_WORDS = 8
 """Fewest words of a prompt's or test's line that names no call to be a fingerprint."""
+MISALIGNED = 0.35
+"""Share of the initial data's bodies that follow another function's docstring."""
 
 
 # ------------------------------------------------------------------ HumanEval items
@@ -377,14 +381,25 @@ def reindent(completion: str, rng: random.Random) -> str:
     return "".join(out)
 
 
-def public_rows(seed: int = 20261130, size: int = 1500) -> list[dict]:
+def misalign(functions: list[dict], share: float, rng: random.Random) -> list[dict]:
+    """A miner that paired docstrings and bodies by position: ``share`` of the functions
+    get the body of the next one of that share (each body real, none its own prompt's)."""
+    picked = sorted(rng.sample(range(len(functions)), round(share * len(functions))))
+    paired = [dict(f) for f in functions]
+    for here, there in zip(picked, picked[1:] + picked[:1], strict=True):
+        paired[here]["completion"] = functions[there]["completion"]
+    return paired
+
+
+def public_rows(seed: int = 20261130, size: int = 1500,
+                misaligned: float = MISALIGNED) -> list[dict]:
     """The initial training data (deterministic for one CPython standard library)."""
     rng = random.Random(seed)
     pool = [f for f in mined_pool() if len(f["prompt"]) + len(f["completion"]) < 12_000]
     stubs = [f for f in pool if is_stub(f["completion"])]
     bodies = [f for f in pool if not is_stub(f["completion"])]
     chosen = rng.sample(stubs, min(len(stubs), size // 8))
-    chosen += rng.sample(bodies, size - len(chosen))
+    chosen += misalign(rng.sample(bodies, size - len(chosen)), misaligned, rng)
     rows = []
     for function in chosen:
         completion = function["completion"]

@@ -205,6 +205,29 @@ def test_the_initial_data_is_flawed_the_way_the_readme_says() -> None:
     assert stubs > 100 and tabs > 20 and private > 100 and repeats > 100 and huge > 20
 
 
+def test_misaligned_functions_each_get_another_functions_real_body() -> None:
+    functions = [{"prompt": f"def f{i}():\n", "completion": f"    return {i}\n"}
+                 for i in range(20)]
+    paired = builder.misalign(functions, 0.35, random.Random(1))
+    moved = [i for i, f in enumerate(paired) if f["completion"] != functions[i]["completion"]]
+    assert len(moved) == 7
+    assert sorted(paired[i]["completion"] for i in moved) == sorted(
+        functions[i]["completion"] for i in moved)
+    assert [f["prompt"] for f in paired] == [f["prompt"] for f in functions]
+
+
+def test_a_third_of_the_initial_bodies_follow_another_functions_docstring() -> None:
+    if not builder.mined_here_matches_commit():
+        pytest.skip("the committed data was mined from another CPython's standard library")
+    own = {f["prompt"]: f["completion"] for f in builder.mined_pool()}
+    rows = {json.dumps(r, sort_keys=True): r for r in public_training_rows(TASK)}.values()
+    bodies = [r for r in rows if not builder.is_stub(r["completion"]) and r["prompt"] in own]
+    foreign = {f["completion"] for f in builder.mined_pool()}
+    misaligned = [r for r in bodies
+                  if r["completion"] != own[r["prompt"]] and r["completion"] in foreign]
+    assert 0.25 < len(misaligned) / len(bodies) < 0.40
+
+
 def test_humaneval_is_readable_only_from_the_operator_folder(tmp_path, monkeypatch) -> None:
     runtime = [Path(sys.prefix), Path(sys.base_prefix), TASK.root.parent]
     assert all(not str(layout.operator_packages()).startswith(str(p) + "/") for p in runtime)
