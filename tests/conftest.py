@@ -1,14 +1,19 @@
-"""Shared fixtures: an isolated private store per test and a minimal valid task pack."""
+"""Shared fixtures: an isolated private store per test, a minimal valid task pack, and a
+tools folder as an offline install lays it out."""
 
 import contextlib
 import http.server
+import importlib.machinery
+import importlib.util
 import os
+import shutil
 import signal
 import socketserver
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -144,3 +149,43 @@ class HelloHandler(http.server.BaseHTTPRequestHandler):
 
     def address_string(self) -> str:
         return "unix"
+
+
+def bundle_script() -> ModuleType:
+    """scripts/bundle as a module (it has no .py suffix)."""
+    path = str(Path(__file__).resolve().parent.parent / "scripts" / "bundle")
+    loader = importlib.machinery.SourceFileLoader("vtbench_bundle_script", path)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def make_tools_folder(root: Path, programs: dict[str, str] | None = None) -> Path:
+    """A tools folder as ``scripts/setup --offline`` installs it: made by scripts/bundle's
+    own ``unpack_tools`` from a tree laid out as Debian packages unpack, holding copies of
+    this host's programs (``programs``: name in the folder -> host program; bwrap and socat
+    by default), so that a path in it can only be the folder's; readable by all, as setup
+    leaves it."""
+    programs = programs or {"bwrap": "bwrap", "socat": "socat"}
+    unpacked = root.with_name(f"{root.name}-debian") / "usr" / "bin"
+    unpacked.mkdir(parents=True)
+    for name, host in programs.items():
+        shutil.copy2(shutil.which(host, path="/usr/bin:/bin") or host, unpacked / name)
+    bundle_script().unpack_tools(unpacked.parent.parent, root, tuple(programs))
+    subprocess.run(["chmod", "-R", "go+rX", str(root)], check=True)
+    return root
+
+
+@pytest.fixture
+def tools_setting(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """Set VTBENCH_TOOLS_DIR for one test (the lookup is decided once per process)."""
+    from vtbench.sandbox import _tools
+
+    _tools.tools_dir.cache_clear()
+    _tools.tool.cache_clear()
+    yield monkeypatch
+    monkeypatch.undo()
+    _tools.tools_dir.cache_clear()
+    _tools.tool.cache_clear()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import bundle_script
 from tests.episode.conftest import quick_copy
-from tests.sandbox.test_tools import bundle_script
 from vtbench import layout
 
 BUNDLE = layout.REPO_ROOT / "scripts" / "bundle"
@@ -89,6 +89,34 @@ def test_the_bundle_carries_the_operator_and_model_versions_setup_installs() -> 
     bundle = bundle_script()
     for name, version in {**bundle.OPERATOR, **bundle.MODEL}.items():
         assert re.search(rf"\b{re.escape(name)}=={re.escape(version)}\b", script), name
+
+
+def test_the_bundle_carries_the_programs_the_shell_tasks_golds_call_with_their_libraries(
+        ) -> None:
+    """A bare GPU host lacks cal, cpio and tree: without them prepare drops shell items."""
+    bundle = bundle_script()
+    names = bundle.debian_names()
+    assert {"bubblewrap", "socat", "ncal", "cpio", "tree"} <= set(names)
+    assert "libtinfo6" in names  # ncal's library
+    assert "libc6" not in names  # the host's
+    assert {"bwrap", "socat", "cal", "ncal", "cpio", "tree"} == set(bundle.PROGRAMS)
+
+
+def test_cal_unpacked_from_its_link_to_ncal_behaves_as_cal(tmp_path: Path) -> None:
+    unpacked = tmp_path / "debian" / "usr" / "bin"
+    unpacked.mkdir(parents=True)
+    (unpacked / "ncal").write_bytes(Path("/usr/bin/ncal").read_bytes())
+    (unpacked / "ncal").chmod(0o755)
+    (unpacked / "cal").symlink_to("ncal")
+    bundle_script().unpack_tools(tmp_path / "debian", tmp_path / "tools", ("cal", "ncal"))
+
+    def month(program: str) -> str:
+        return subprocess.run([program, "2", "2024"], capture_output=True, text=True,
+                              check=True).stdout
+
+    assert month(str(tmp_path / "tools" / "bin" / "cal")) == month("/usr/bin/cal")
+    assert month(str(tmp_path / "tools" / "bin" / "ncal")) == month("/usr/bin/ncal")
+    assert month("/usr/bin/cal") != month("/usr/bin/ncal")
 
 
 def test_a_manylinux_platform_admits_every_older_glibc_and_no_other_machine() -> None:

@@ -11,7 +11,8 @@ Two sources. **Human-written**: NL2Bash's items from ``icalfa`` (operator-only, 
 outcome three times (deterministic: not ``ps``, ``date``, ``lsof``), differs from ``true`` (it
 does something) and agrees with the second gold (clean: the lenient rule accepts a
 second way of writing it); an item whose gold names a program this host lacks is dropped
-and named (:func:`missing_tools`; ``apt-get install`` gives them back). The clean items of
+and named (:func:`missing_tools`; ``apt-get install``, or on a host with no network the
+offline bundle's tools folder, gives cal, cpio and tree back). The clean items of
 each file system are split in half by a fixed order, validation first: validation and
 test hold disjoint items, stratified by file system. **Generated**: queries over random
 trees (``templates``) phrased with the *held-out* phrasings, which the public training
@@ -87,7 +88,9 @@ def command_words(command: str) -> list[str]:
 
 
 def missing_tools(command: str) -> list[str]:
-    path = filesystem.ENV["PATH"]
+    """The programs ``command`` starts that its sandbox would not find (host folders, then
+    an offline install's tools folder)."""
+    path = filesystem.command_path(inside=False)
     return sorted({w for w in command_words(command) if shutil.which(w, path=path) is None})
 
 
@@ -122,7 +125,8 @@ def human_items() -> tuple[dict, ...]:
             candidates.append((fs, raw))
     if missing:
         print(f"shell: dropped the items whose golds need {', '.join(sorted(missing))}, "
-              "missing on this host (apt-get install them and prepare again to keep them)",
+              "missing on this host (apt-get install them and prepare again to keep them; "
+              "scripts/setup --offline brings cal, cpio and tree)",
               file=sys.stderr)
     with ThreadPoolExecutor(max_workers=4) as pool:
         reasons = list(pool.map(

@@ -9,7 +9,10 @@ it in a fresh bubblewrap sandbox and returns its :class:`Outcome`.
 
 The sandbox (``vtbench.sandbox``, bwrap): no network (a fresh loopback only), the
 unprivileged sandbox uid, a read-only root with the host's /usr, the image's folders
-writable at their places and nothing else of the host writable; at most
+writable at their places and nothing else of the host writable; where an offline install
+left a tools folder (``vtbench.sandbox.tools_dir``: on a bare GPU host, cal, cpio and tree
+come from there), it is mounted read-only at :data:`INSIDE_TOOLS` and its ``bin/`` is last
+on the PATH, so a program the host has is the host's (:func:`command_path`); at most
 :data:`WALL_SECONDS` of wall clock and of CPU per process, :data:`PIDS` processes,
 :data:`MEMORY_MB` of memory, files of at most :data:`FILE_MB`, :data:`OUTPUT_BYTES` of
 output kept. The scratch folder lies on the host's disk, so what a command may write there
@@ -36,7 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vtbench.sandbox import Limits, Mount, SandboxSpec, get_sandbox, prepare_writable
+from vtbench.sandbox import Limits, Mount, SandboxSpec, get_sandbox, prepare_writable, tools_dir
 
 WALL_SECONDS = 5.0
 PIDS = 256
@@ -52,6 +55,20 @@ FIXED_MTIME = 1704067200
 """2024-01-01 00:00 UTC: the modification time of every file a setup wrote without one."""
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
        "SHELL": "/bin/bash", "USER": "user", "TZ": "UTC"}
+"""The command's environment; its PATH gains the tools folder's bin/ where there is one."""
+INSIDE_TOOLS = Path("/opt/vtbench-tools")
+"""Where the tools folder is mounted: outside every image's top-level folders (``testbed``,
+``data``, ...), wherever the host keeps it."""
+
+
+def command_path(inside: bool = True) -> str:
+    """The command's PATH: :data:`ENV`'s system folders, then the tools folder's ``bin/``
+    where there is one, as the sandbox sees it (``inside``) or as the host does (to ask
+    which programs a command would find)."""
+    tools = tools_dir()
+    if tools is None:
+        return ENV["PATH"]
+    return f"{ENV['PATH']}:{(INSIDE_TOOLS if inside else tools) / 'bin'}"
 
 
 @dataclass(frozen=True)
@@ -175,8 +192,11 @@ def initial_state(image: bytes) -> str:
 def _sandboxed(root: Path, argv: list[str], wall: float):
     mounts = [Mount(source=root / name, target=Path("/") / name, writable=True)
               for name in sorted(os.listdir(root))]
+    tools = tools_dir()
+    if tools is not None:
+        mounts.append(Mount(source=tools, target=INSIDE_TOOLS))
     spec = SandboxSpec(
-        mounts=mounts, env=dict(ENV), cwd=Path("/"),
+        mounts=mounts, env={**ENV, "PATH": command_path()}, cwd=Path("/"),
         limits=Limits(wall_seconds=wall, cpu_seconds=max(1, int(wall)), memory_mb=MEMORY_MB,
                       pids=PIDS, file_size_mb=FILE_MB, tmp_mb=16, open_files=128))
     return get_sandbox("bwrap").run(argv, spec, max_output_bytes=OUTPUT_BYTES)

@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import (
     HelloHandler,
     UnixHTTPServer,
+    make_tools_folder,
     processes_of_the_sandbox_uid,
     without_cgroups,
 )
@@ -140,3 +141,18 @@ def test_a_task_without_instance_workspaces_gets_the_same_input_lines_as_before(
     assert (tmp_path / "inputs.jsonl").read_text() == (
         '{"id": "a", "input": {"x": 1}}\n{"id": "b", "input": {"x": 2}}\n')
     assert not (tmp_path / "workspaces").exists()
+
+
+def test_a_harness_runs_a_program_of_the_tools_folder_that_the_host_lacks(
+        tools_setting: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """shell's reference harness tries commands by name: on a host installed offline it
+    must find the programs (cal, cpio, tree) the scorer's sandboxes find."""
+    tools = make_tools_folder(tmp_path / "tools", {"bundled-echo": "echo"})
+    tools_setting.setenv("VTBENCH_TOOLS_DIR", str(tools))
+    harness = write_harness(tmp_path / "h", (
+        "import subprocess\n"
+        "said = subprocess.run(['bundled-echo', 'found'], capture_output=True, text=True)\n"
+        "answer([said.stdout.strip()] * len(instances))\n"))
+    result = run_without_cgroups(tmp_path, harness)
+    assert result.error is None, result.stderr_tail
+    assert result.outputs.count('"found"') == 2

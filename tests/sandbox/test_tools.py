@@ -2,61 +2,20 @@
 mounts of a venv chained onto another: what a GPU host without bwrap, socat or a network
 runs on."""
 
-import importlib.machinery
-import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from tests.conftest import HelloHandler, UnixHTTPServer
+from tests.conftest import HelloHandler, UnixHTTPServer, make_tools_folder
 from tests.sandbox.helpers import python_code, python_spec
 from vtbench import layout
 from vtbench.errors import SandboxUnavailable
 from vtbench.sandbox import _tools, get_sandbox, grant_socket, sandbox_tools
-
-
-def bundle_script() -> ModuleType:
-    """scripts/bundle as a module (it has no .py suffix)."""
-    path = str(layout.REPO_ROOT / "scripts" / "bundle")
-    loader = importlib.machinery.SourceFileLoader("vtbench_bundle_script", path)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-def make_tools_folder(root: Path) -> Path:
-    """A tools folder laid out as scripts/bundle lays it out, holding this host's bwrap and
-    socat (copies, so that a path in it can only be the folder's)."""
-    bundle = bundle_script()
-    for sub in ("bin", "libexec", "lib"):
-        (root / sub).mkdir(parents=True)
-    for program in ("bwrap", "socat"):
-        shutil.copy2(shutil.which(program, path="/usr/bin:/bin") or program,
-                     root / "libexec" / program)
-        wrapper = root / "bin" / program
-        wrapper.write_text(bundle.WRAPPER.replace("PROGRAM", program))
-        wrapper.chmod(0o755)
-    return root
-
-
-@pytest.fixture
-def tools_setting(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    """Set VTBENCH_TOOLS_DIR for one test (the lookup is decided once per process)."""
-    _tools.tools_dir.cache_clear()
-    _tools.tool.cache_clear()
-    yield monkeypatch
-    monkeypatch.undo()
-    _tools.tools_dir.cache_clear()
-    _tools.tool.cache_clear()
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ changes, and (slow) every clean human item's golds."""
 
 import random
 import re
+import shutil
 import socket
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import make_tools_folder
 from vtbench.errors import MissingDependency
 from vtbench.tasks import find_task
 from vtbench.tasks.tiny_reference import read_rows
@@ -120,6 +122,32 @@ def test_missing_programs_are_read_from_each_stage_of_a_command() -> None:
         "find /testbed -exec grep -il 'a | b' {} \\; | awk '{print NR}' && X=1 tree /x")
     assert words == ["find", "awk", "tree"]
     assert builder.missing_tools("surely-not-a-program -x | cat") == ["surely-not-a-program"]
+
+
+def test_a_program_the_host_lacks_runs_from_the_tools_folder_and_one_it_has_from_the_host(
+        tools_setting: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A bare GPU host installed offline: cal, cpio and tree come from the bundle's tools
+    folder, which the shell sandbox mounts; where the host has a program, its own runs."""
+    tools = make_tools_folder(tmp_path / "tools", {"bundled-tree": "tree",
+                                                   "bundled-printenv": "printenv",
+                                                   "tree": "echo"})
+    assert shutil.which("bundled-tree", path=filesystem.ENV["PATH"]) is None
+    tools_setting.setenv("VTBENCH_TOOLS_DIR", str(tools))
+    (tmp_path / "tree" / "testbed" / "sub").mkdir(parents=True)
+    (tmp_path / "tree" / "testbed" / "sub" / "notes.txt").write_text("x\n")
+    image = filesystem.pack(tmp_path / "tree")
+
+    assert builder.missing_tools("bundled-tree /testbed | tree -d") == []
+    assert builder.missing_tools("bundled-tre /testbed") == ["bundled-tre"]
+    bundled = filesystem.run(image, "bundled-tree /testbed")
+    host = filesystem.run(image, "tree /testbed")
+    found = filesystem.run(image, "command -v bundled-tree tree; bundled-printenv LD_LIBRARY_PATH")
+
+    assert bundled.returncode == 0 and "notes.txt" in bundled.stdout, bundled
+    assert bundled.stdout == host.stdout  # the host's tree, not the folder's (an echo)
+    assert found.stdout.splitlines() == [f"{filesystem.INSIDE_TOOLS}/bin/bundled-tree",
+                                         "/usr/bin/tree", f"{filesystem.INSIDE_TOOLS}/bin/../lib"]
+    assert bundled.state == filesystem.initial_state(image)  # the mount left no trace
 
 
 def test_icalfa_is_readable_only_from_the_operator_folder(tmp_path, monkeypatch) -> None:

@@ -31,6 +31,7 @@ from vtbench.sandbox import (
     grant_socket,
     prepare_writable,
     python_runtime_mounts,
+    tools_dir,
 )
 
 RELAY_PORT = 8000
@@ -80,8 +81,11 @@ def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
     from when the server is ready (:func:`finish_harness`'s ``deadline``). Without
     ``cpu_limited`` the command must set its own CPU limit (a standby's launcher does);
     with it, the limit is ``cpu_seconds`` (``timeout`` when None). ``cores``: where the
-    harness runs (a cpuset)."""
-    path = f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin"
+    harness runs (a cpuset). The PATH ends with an offline install's tools folder (mounted
+    with the runtime), so a harness that runs commands (shell's reference) finds the
+    programs the scorer's sandboxes find, the host's first."""
+    tools = tools_dir()
+    path = f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin" + (f":{tools / 'bin'}" if tools else "")
     return SandboxSpec(
         mounts=[*python_runtime_mounts(), Mount(source=harness_dir, target=INSIDE_HARNESS),
                 Mount(source=io_dir, target=INSIDE_IO, writable=True)],

@@ -41,6 +41,9 @@ Backends (``get_sandbox(name)``; an unknown name lists the valid ones):
 Host programs (bwrap, socat, setpriv, prlimit) come from the tools folder of an offline
 install where there is one (``$VTBENCH_TOOLS_DIR``, else ``<sys.prefix>/vtbench-tools``),
 else from the system folders; :func:`sandbox_tools` says which bwrap and socat are in use.
+:func:`tools_dir` names that folder (None without one): it also carries programs a bare host
+lacks that task commands call (cal, cpio, tree for the shell task), which a caller puts on a
+sandbox's PATH after the system folders.
 
 Limits: ``cpu_seconds``, ``memory_mb`` (address space), ``file_size_mb``,
 ``open_files`` are per-process rlimits set with ``prlimit``. ``pids``, ``cpus``, ``cores``
@@ -97,7 +100,7 @@ from vtbench.sandbox._protocol import Sandbox
 from vtbench.sandbox._resolve import BACKENDS, get_sandbox
 from vtbench.sandbox._runtime import grant_socket, prepare_writable, python_runtime_mounts
 from vtbench.sandbox._spec import CompletedRun, Ending, Limits, Mount, SandboxSpec
-from vtbench.sandbox._tools import TOOLS_ENV, sandbox_tools
+from vtbench.sandbox._tools import TOOLS_ENV, sandbox_tools, tools_dir
 
 __all__ = [
     "ALLOW_WEAK_LIMITS_ENV",
@@ -122,5 +125,6 @@ __all__ = [
     "prepare_writable",
     "python_runtime_mounts",
     "sandbox_tools",
+    "tools_dir",
     "weak_limits_allowed",
 ]

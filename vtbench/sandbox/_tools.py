@@ -12,6 +12,11 @@ system folders. Decided once per process, and named in every episode's provenanc
 socat also runs inside sandboxes (the TCP relays), so the tools folder is one of the
 runtime mounts (:func:`vtbench.sandbox.python_runtime_mounts`); a folder the sandbox uid
 cannot reach is staged by the launcher like any other mount source.
+
+The folder also carries programs that task commands call and a bare host may lack (the
+shell task's cal, ncal, cpio and tree). Those come *after* the system folders on the PATH
+of the sandbox that runs them (``tasks/shell/filesystem.py``), so a host that has one keeps
+its own.
 """
 
 import os
