@@ -1,48 +1,43 @@
 """Tokens/s and MFU of the trl trainer (tasks/_hf/trainer) beside a raw PyTorch loop.
 
 Both train the same model on the same prompt/completion rows with the same trainer settings
-(batch, rows per forward pass, max_length, packing, gradient checkpointing, learning rate),
-device and precision (float32 on the CPU, bf16 autocast on a GPU), AdamW (fused on a GPU, the
-Trainer's default there) and gradient clipping; every round runs each training once, in turn,
-so that competing load hits all alike, and the first ``--warmup`` steps of each run are not
-timed. Tokens are the rows' non-padding tokens; "padding" is the share of the positions
-computed that are padding. A step's time is split into the batch (building and moving it; in
-the trainer also its logging), forward + backward (with clipping) and the optimiser: on a GPU
-by CUDA events, the GPU's own timeline, so time it waits for the host counts in the phase that
-kept it waiting; on the CPU by the wall clock. For the trainer, "whole run" is tokens/s over
-all of ``train()``, start-up and warm-up included, as its train_log.json counts them.
+(batch, rows per forward pass, max_length, packing, gradient checkpointing), device and
+precision (float32 on the CPU, bf16 autocast on a GPU), AdamW (fused on a GPU, as the Trainer
+there) and clipping; each round runs every training once, in turn, so competing load hits all
+alike; the first ``--warmup`` steps of a run are not timed. Tokens are non-padding tokens;
+"padding" is the share of the positions computed that are padding. A step's time is split into
+the batch (building and moving it; in the trainer also its logging), forward + backward (with
+clipping) and the optimiser, by CUDA events on a GPU (the GPU's timeline: time it waits for the
+host counts in the phase that kept it waiting). "whole" is the trainer's tokens/s over all of
+``train()``, start-up included, as its train_log.json counts them.
 
-Packing (``--packing``): the trainer packs rows into sequences of ``--max-length`` tokens as
-trl does (best fit; a batch flattened into one sequence whose rows attend only to themselves);
-the raw loop lays all rows end to end and cuts full sequences of ``--max-length``, attending
-causally over the whole sequence: the plain pretraining loop's best case.
+``--packing``: the trainer packs rows into sequences of ``--max-length`` tokens as trl does
+(best fit; a batch is flattened into one sequence whose rows attend only to themselves); the
+raw loop lays all rows end to end and cuts full sequences, attending causally over each, the
+plain pretraining loop's best case.
 
-MFU = tokens/s × FLOPs per token ÷ peak, with FLOPs per token = 6 × (weights of every matmul,
-the LM head included) + 12 × layers × hidden × context (the mean row length; a full raw-loop
-sequence's length), not discounted for the causal mask, and not counting the forward pass
-that gradient checkpointing repeats. The peak is ``--peak-tflops``, else the bf16 dense
-datasheet value of a known GPU, else (CPU) the rate of a large float32 matmul measured here
-on the same threads.
+MFU = tokens/s × FLOPs per token ÷ peak; FLOPs per token = 6 × (weights of every matmul, the LM
+head included) + 12 × layers × hidden × context (the mean row length; a full raw sequence's
+length), not discounted for the causal mask nor counting checkpointing's second forward. The
+peak is ``--peak-tflops``, else a known GPU's bf16 dense datasheet value, else (CPU) a float32
+1024² matmul measured here on the same threads.
 
-``--task NAME`` times the trainings ``vtbench prepare`` runs for a task that trains with the
-trl trainer (humaneval, bfcl, shell, ...): the initial and the reference system, each with its
-own data and trainer settings (config.toml; only the number of steps is the bench's), on the
-task's own base model (``--shape``: a random model of that shape with the character tokenizer
-instead), each beside the raw loop on the same rows and settings, and the raw loop on full
-sequences of ``--max-length`` tokens (default 1,024) at the initial batch: the plain loop at its
-best. Reading down the table says where a task's training loses tokens/s: short rows (tokens
-per step), padding, the trainer's own time (batch, bookkeeping), and start-up (whole run).
-``vtbench prepare`` also trains two systems side by side on one GPU, which this does not.
+``--task NAME`` times what ``vtbench prepare`` trains for a task on the trl trainer (humaneval,
+bfcl, shell, ...): its initial and reference systems (their data and config.toml; only the
+steps are the bench's) on the task's base model (``--shape``: a random one with the character
+tokenizer), each beside the raw loop on the same rows and settings, then the raw loop on full
+sequences of ``--max-length`` (default 1,024) at the initial batch. Down the table: short rows
+(tokens per step), padding, the trainer's own time, start-up ("whole"). ``prepare`` also runs
+two trainings side by side on one GPU, which this does not.
 
 Usage: python bench/train_hf_throughput.py [--shape tiny|smol|qwen2-1.5b] [--base DIR]
-           [--steps N] [--batch N] [--micro-batch N] [--length CHARS] [--max-length TOKENS]
-           [--packing] [--checkpointing] [--task NAME]
-The tiny shape on the CPU finishes in about a minute; smol and qwen2-1.5b (Qwen2-1.5B's
-shape, random init, no download) are for a GPU, and qwen2-1.5b is refused on the CPU. The
-full-scale measurement (a few minutes on one H100):
+    [--task NAME] [--steps N] [--batch N] [--micro-batch N] [--length CHARS]
+    [--max-length TOKENS] [--packing] [--checkpointing]
+The tiny shape on the CPU finishes in about a minute; smol and qwen2-1.5b (Qwen2-1.5B's shape,
+random init, no download) are for a GPU, and qwen2-1.5b is refused on the CPU. Full scale
+(about 5 minutes on one H100):
   python bench/train_hf_throughput.py --shape qwen2-1.5b --packing --max-length 2048
       --length 1024 --checkpointing --batch 8 --steps 30
-A task's own trainings: python bench/train_hf_throughput.py --task humaneval
 """
 
 import argparse
@@ -89,31 +84,26 @@ PHASES = ("batch", "forward+backward", "optimizer")
 
 @dataclass
 class Case:
-    """One training to time: which loop, with which trainer settings, on which rows."""
+    """One training to time: its loop ("trl", the trainer, or "raw", the plain loop), its
+    settings as tasks/_hf/trainer/config.toml names them, and its folder of *.jsonl rows."""
     label: str
     loop: str
-    """"trl" (the trainer) or "raw" (the plain loop)."""
     config: dict[str, Any]
-    """Settings as tasks/_hf/trainer/config.toml names them."""
     data: Path
-    """Folder of *.jsonl prompt/completion rows."""
 
 
 @dataclass
 class Run:
-    """What one timed training measured."""
+    """What one training measured: non-padding tokens, seconds and seconds per phase of the
+    timed steps; non-padding tokens (real) and positions of all steps, for the padding share;
+    the trainer's tokens/s over all of ``train()`` (whole); peak GPU memory."""
     tokens: int = 0
-    """Non-padding tokens of the timed steps."""
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
-    """Seconds per phase over the timed steps."""
     real: int = 0
     positions: int = 0
-    """Non-padding tokens and positions computed over all steps (for the padding share)."""
     whole: float | None = None
-    """The trainer's tokens/s over all of ``train()``."""
     peak_gib: float | None = None
-    """Peak GPU memory allocated."""
 
     @property
     def rate(self) -> float:
@@ -136,9 +126,6 @@ class Laps:
         """Ends ``phase`` here (nothing before :meth:`start`)."""
         if self.on:
             self.stamps.append((phase, self._stamp()))
-
-    def stop(self) -> None:
-        self.on = False
 
     def _stamp(self) -> Any:
         if self.device != "cuda":
@@ -173,6 +160,8 @@ def random_base(shape: str, folder: Path, device: str) -> Path:
         model = AutoModelForCausalLM.from_config(config)
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
+    del model
+    release(device)
     return folder
 
 
@@ -357,8 +346,6 @@ def trl_trainer(train, base: Path, case: Case, args: argparse.Namespace, workdir
                 marks.append((time.perf_counter(), state.num_input_tokens_seen))
             if state.global_step == first:
                 laps.start()
-            elif state.global_step == last:
-                laps.stop()
 
     trainer.add_callback(Timer())
     trainer.data_collator = counting(trainer.data_collator, run)
@@ -390,11 +377,17 @@ def time_case(train, base: Path, case: Case, examples: list[dict],
         torch.cuda.reset_peak_memory_stats()
     run = (trl_trainer(train, base, case, args, workdir) if case.loop == "trl"
            else raw_loop(base, examples, case.config, args, device))
-    gc.collect()  # the trainer's model and optimiser, before the next case loads its own
     if device == "cuda":
         run.peak_gib = torch.cuda.max_memory_allocated() / 2**30
-        torch.cuda.empty_cache()
+    release(device)
     return run
+
+
+def release(device: str) -> None:
+    """Frees a finished model and optimiser (the trainer's hold cycles) before the next."""
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
 
 
 def matmul_shape(base: Path) -> tuple[int, int, int]:
@@ -506,9 +499,13 @@ def choose_base(args: argparse.Namespace, task_base: str | None, folder: Path,
     if args.base:
         return args.base, str(args.base)
     if task_base and not args.shape:
+        from vtbench.errors import VtbenchError
         from vtbench.models.base import resolve_base
 
-        return resolve_base(task_base), f"the task's base model {task_base}"
+        try:
+            return resolve_base(task_base), f"the task's base model {task_base}"
+        except VtbenchError as err:
+            raise SystemExit(f"train_hf_throughput.py: {err.one_line()}") from None
     shape = args.shape or ("smol" if device == "cuda" else "tiny")
     return random_base(shape, folder / "base", device), f"random {shape}"
 
