@@ -80,6 +80,9 @@ GPU_ONLY = {"qwen2-1.5b"}
 """Shapes refused on the CPU, where one of their steps takes minutes."""
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0}
 PHASES = ("batch", "forward+backward", "optimizer")
+HEADER = (f"{'':34} {'tokens/s':>9} {'MFU':>6} {'step ms':>8} {'tok/step':>8} {'padding':>7} "
+          f"{'batch':>6} {'fwd+bwd':>7} {'optim':>6} {'whole':>8} {'GiB':>5}  runs")
+"""Columns of a row (:func:`table_row`); batch, fwd+bwd and optim are milliseconds a step."""
 
 
 @dataclass
@@ -379,7 +382,6 @@ def time_case(train, base: Path, case: Case, examples: list[dict],
            else raw_loop(base, examples, case.config, args, device))
     if device == "cuda":
         run.peak_gib = torch.cuda.max_memory_allocated() / 2**30
-    release(device)
     return run
 
 
@@ -482,14 +484,34 @@ def main() -> None:
             cases, task_base = synthetic_cases(folder, args), None
         base, model = choose_base(args, task_base, folder, device)
         examples = {case.label: encode_rows(train, base, case) for case in cases}
-        runs: dict[str, list[Run]] = {case.label: [] for case in cases}
-        for round_ in range(args.rounds):
-            for index, case in enumerate(cases):
+        per_token, peak = describe(args, base, model, device, cases, examples)
+        runs = measure(train, base, cases, examples, args, folder, per_token, peak)
+        summarise(cases, runs, per_token, peak, args.steps)
+
+
+def measure(train, base: Path, cases: list[Case], examples: dict[str, list[dict]],
+            args: argparse.Namespace, folder: Path, per_token: dict[str, float], peak: float
+            ) -> dict[str, list[Run]]:
+    """Every case once a round, each run's row printed as it ends; a case that runs out of
+    GPU memory is left out of the later rounds."""
+    runs: dict[str, list[Run]] = {case.label: [] for case in cases}
+    failed: set[str] = set()
+    for round_ in range(args.rounds):
+        for index, case in enumerate(c for c in cases if c.label not in failed):
+            try:
                 run = time_case(train, base, case, examples[case.label], args,
                                 folder / f"work{round_}-{index}")
-                runs[case.label].append(run)
-                print(f"round {round_ + 1}: {case.label}: {run.rate:.0f} tokens/s", flush=True)
-        report(args, base, model, device, cases, examples, runs)
+            except torch.OutOfMemoryError:
+                run = None
+            release("cuda" if torch.cuda.is_available() else "cpu")  # the error's frames too
+            if run is None:
+                failed.add(case.label)
+                print(f"{case.label}: out of GPU memory (a smaller --micro-batch needs less)")
+                continue
+            runs[case.label].append(run)
+            print(table_row(f"{case.label} #{round_ + 1}", [run], per_token[case.label], peak,
+                            args.steps), flush=True)
+    return runs
 
 
 def choose_base(args: argparse.Namespace, task_base: str | None, folder: Path,
@@ -518,8 +540,10 @@ def encode_rows(train, base: Path, case: Case) -> list[dict]:
             for row in train.load_rows(case.data)]
 
 
-def report(args: argparse.Namespace, base: Path, model: str, device: str, cases: list[Case],
-           examples: dict[str, list[dict]], runs: dict[str, list[Run]]) -> None:
+def describe(args: argparse.Namespace, base: Path, model: str, device: str, cases: list[Case],
+             examples: dict[str, list[dict]]) -> tuple[dict[str, float], float]:
+    """Prints the device, model and each case's settings; FLOPs per token of each, and the
+    peak FLOP/s."""
     matmul, layers, hidden = matmul_shape(base)
     peak, source = peak_flops(device, args.peak_tflops)
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
@@ -537,13 +561,20 @@ def report(args: argparse.Namespace, base: Path, model: str, device: str, cases:
               f"max_length {c['max_length']}, {'packed' if c['packing'] else 'padded'}, "
               f"checkpointing {'on' if c['gradient_checkpointing'] else 'off'}; attention "
               f"context {context:.0f} tokens; {per_token[case.label] / 1e6:.1f} MFLOP/token")
-    print(f"{'':34} {'tokens/s':>9} {'MFU':>6} {'step ms':>8} {'tok/step':>8} {'padding':>7} "
-          f"{'batch':>6} {'fwd+bwd':>7} {'optim':>6} {'whole':>8} {'GiB':>5}  runs")
+    print(HEADER, flush=True)
+    return per_token, peak
+
+
+def summarise(cases: list[Case], runs: dict[str, list[Run]], per_token: dict[str, float],
+              peak: float, steps: int) -> None:
+    print(f"medians over the rounds:\n{HEADER}")
     for case in cases:
-        print(table_row(case.label, runs[case.label], per_token[case.label], peak, args.steps))
+        done = runs[case.label]
+        print(table_row(case.label, done, per_token[case.label], peak, steps) if done
+              else f"{case.label:34} out of GPU memory")
     for case in cases:
         twin = case.label.replace("trl trainer", "raw loop")
-        if case.loop == "trl" and twin in runs:
+        if case.loop == "trl" and runs[case.label] and runs.get(twin):
             ratio = median(runs[case.label], "rate") / median(runs[twin], "rate")
             print(f"{case.label} ÷ raw loop: {ratio:.3f}")
 
