@@ -35,9 +35,11 @@ Usage: python bench/train_hf_throughput.py [--shape tiny|smol|qwen2-1.5b] [--bas
     [--max-length TOKENS] [--packing] [--checkpointing]
 The tiny shape on the CPU finishes in about a minute; smol and qwen2-1.5b (Qwen2-1.5B's shape,
 random init, no download) are for a GPU, and qwen2-1.5b is refused on the CPU. Full scale
-(about 5 minutes on one H100):
+(a few minutes on one H100; trl attends a packed pass through one mask over the whole
+flattened pass, batch × max_length square, so compare --micro-batch 1):
   python bench/train_hf_throughput.py --shape qwen2-1.5b --packing --max-length 2048
-      --length 1024 --checkpointing --batch 8 --steps 30
+      --length 1024 --checkpointing --batch 8 --steps 20
+A task's own trainings: python bench/train_hf_throughput.py --task humaneval --steps 50
 """
 
 import argparse
