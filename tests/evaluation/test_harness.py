@@ -62,6 +62,22 @@ def test_the_harness_clock_can_start_after_its_sandbox_and_still_stops_it(
     assert 0.9 <= time.monotonic() - started < 15
 
 
+FORK_BUSY_WORKERS = "for i in 1 2 3 4; do (while :; do :; done) & done; wait\n"
+"""Four busy workers, each within a per-process CPU limit until it hits it alone."""
+
+
+def test_a_harness_that_forks_busy_workers_is_stopped_at_its_cpu_budget(
+        tmp_path: Path) -> None:
+    harness = tmp_path / "h"
+    harness.mkdir()
+    (harness / "run.sh").write_text(FORK_BUSY_WORKERS)
+    (tmp_path / "server").mkdir(mode=0o711)
+    run = start_harness(get_sandbox("bwrap"), harness, ["sh", "run.sh"], ITEMS,
+                        tmp_path / "server" / "model.sock", tmp_path / "work", timeout=60,
+                        lazy=True, cpu_seconds=1)
+    assert finish_harness(run).error == "harness exceeded its cpu_seconds limit"
+
+
 def run_without_cgroups(tmp_path: Path, harness: Path) -> HarnessRun:
     (tmp_path / "server").mkdir(mode=0o711)
     run = start_harness(get_sandbox("bwrap"), harness, ["python", "run.py"], ITEMS,

@@ -8,6 +8,7 @@ import pytest
 
 from tests.evaluation.conftest import write_harness
 from tests.evaluation.test_evaluate import some_items
+from tests.evaluation.test_harness import FORK_BUSY_WORKERS
 from vtbench.evaluation import evaluate, standby
 from vtbench.evaluation.harness import finish_harness
 from vtbench.sandbox import get_sandbox
@@ -101,6 +102,18 @@ def test_a_harness_that_is_not_a_python_script_is_executed(
     assert run.returncode == 0, run.stderr_tail
     uid, name = json.loads(run.outputs)["output"].split()
     assert name == "run.sh" and uid != "0"
+
+
+def test_a_standby_harness_that_forks_busy_workers_is_stopped_at_its_cpu_budget(
+        tmp_path: Path, pool: standby._Pool) -> None:
+    waiting = standby.Standby(get_sandbox("bwrap"))
+    try:
+        (waiting.folder / "harness" / "run.sh").write_text(FORK_BUSY_WORKERS)
+        run = finish_harness(waiting.launch(["sh", "run.sh"], [{"id": "a", "input": {}}], 1.0),
+                             deadline=time.monotonic() + 60)
+    finally:
+        waiting.close()
+    assert run.error == "harness exceeded its cpu_seconds limit"
 
 
 def test_other_backends_get_no_standby(pool: standby._Pool) -> None:

@@ -86,10 +86,12 @@ class Provenance(Record):
     sandbox_limits: Literal["v2", "v1", "none"] | None = None
     """Which cgroups limited each bwrap sandbox of this host: v2, v1, or none (rlimits)."""
     sandbox_limits_detail: str | None = None
-    """The limits in words, e.g. ``cgroup v2 (cpu, memory, pids; cgroup.kill)``."""
+    """The limits in words, e.g. ``cgroup v2 (cpu, cpuacct, memory, pids; cgroup.kill)``;
+    ``CPU time per process only`` where no cgroup counted a sandbox's CPU time."""
     weak_limits_allowed: bool = False
     """The operator passed ``--allow-weak-limits``: sandboxes may have run without
-    per-sandbox memory and pids limits (processes counted per uid), or off their cpuset."""
+    per-sandbox memory and pids limits (processes counted per uid), off their cpuset, or
+    with their CPU budget held per process instead of for the whole tree."""
     cores_held_by: Literal["cpuset", "affinity"] | None = None
     """What kept the research sandbox on its reserved cores (``spec.reservation``): a
     cpuset it cannot leave, or (weak limits allowed, no cpuset controller) an affinity its

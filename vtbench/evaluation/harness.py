@@ -73,17 +73,16 @@ class HarnessRun:
 
 def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
                  timeout: float, lazy: bool = False, grace: float = 0.0,
-                 cpu_limited: bool = True, cpu_seconds: float | None = None,
-                 cores: Cores = None) -> SandboxSpec:
+                 cpu_seconds: float | None = None, cores: Cores = None) -> SandboxSpec:
     """The harness sees the Python runtime, its own folder, its io folder and the relay
     (with ``lazy``, to a socket that may appear after the start). ``grace`` extends the
     wall-clock limit by the server's startup time: the caller then enforces ``timeout``
-    from when the server is ready (:func:`finish_harness`'s ``deadline``). Without
-    ``cpu_limited`` the command must set its own CPU limit (a standby's launcher does);
-    with it, the limit is ``cpu_seconds`` (``timeout`` when None). ``cores``: where the
-    harness runs (a cpuset). The PATH ends with an offline install's tools folder (mounted
-    with the runtime), so a harness that runs commands (shell's reference) finds the
-    programs the scorer's sandboxes find, the host's first."""
+    from when the server is ready (:func:`finish_harness`'s ``deadline``). The CPU budget
+    of the whole harness, every process it starts counted, is ``cpu_seconds`` (``timeout``
+    when None); a standby lowers it when its harness starts. ``cores``: where the harness
+    runs (a cpuset). The PATH ends with an offline install's tools folder (mounted with the
+    runtime), so a harness that runs commands (shell's reference) finds the programs the
+    scorer's sandboxes find, the host's first."""
     tools = tools_dir()
     path = f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin" + (f":{tools / 'bin'}" if tools else "")
     return SandboxSpec(
@@ -92,7 +91,7 @@ def harness_spec(harness_dir: Path, io_dir: Path, server_socket: Path,
         env={"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"},
         cwd=INSIDE_HARNESS,
         limits=Limits(wall_seconds=timeout + grace,
-                      cpu_seconds=int(cpu_seconds or timeout) + 1 if cpu_limited else None,
+                      cpu_seconds=int(cpu_seconds or timeout) + 1,
                       memory_mb=8192, pids=PIDS, file_size_mb=MAX_OUTPUT_FILE_MB, cores=cores),
         tcp_relays={RELAY_PORT: server_socket},
         lazy_relays=lazy,

@@ -6,8 +6,9 @@ sandbox started in advance, with the spec :func:`harness.harness_spec` gives eve
 around a folder of its own: ``harness/`` (empty until a validation copies its harness in),
 ``io/`` and ``server/`` (the model's socket appears there later; the relay retries until
 it does). Its command is a small trusted launcher that waits on its stdin for one order,
-``{"argv": [...], "cpu_seconds": N}``, lowers its CPU limit to N, and then runs argv as
-``python SCRIPT.py ...`` would when argv names this interpreter and a script (in the same
+``{"argv": [...], "cpu_seconds": N}``, lowers its own CPU limit to N (the host lowers
+the budget of the sandbox's whole tree to N more as it sends the order), and then runs argv
+as ``python SCRIPT.py ...`` would when argv names this interpreter and a script (in the same
 process, as a fresh ``__main__`` module: its ``__file__``, ``sys.argv``, the script's folder
 first on ``sys.path``), or else ``exec``s it. So the harness runs with the uid, mounts, limits and
 environment it would get from :func:`harness.start_harness`; only its process was started
@@ -113,7 +114,9 @@ class Standby:
         :func:`~vtbench.evaluation.harness.write_inputs`."""
         io_dir = self.folder / "io"
         write_inputs(io_dir, instances, lay_out)
-        order = {"argv": harness_argv(entry, decoding), "cpu_seconds": int(cpu_seconds) + 1}
+        budget = int(cpu_seconds) + 1
+        order = {"argv": harness_argv(entry, decoding), "cpu_seconds": budget}
+        self.process.limit_cpu(budget)
         stdin = self.process.stdin
         assert stdin is not None
         started = time.monotonic()
@@ -130,11 +133,10 @@ class Standby:
 
 
 def standby_spec(folder: Path, cores: Cores = None) -> SandboxSpec:
-    """A harness's sandbox spec around ``folder``, on ``cores``, with no CPU limit yet (the
-    launcher sets the harness's) and a wall-clock limit for waiting."""
+    """A harness's sandbox spec around ``folder``, on ``cores``, with a wall-clock limit and
+    a CPU budget for waiting (:meth:`Standby.launch` lowers the budget to the harness's)."""
     return harness_spec(folder / "harness", folder / "io", folder / "server" / "model.sock",
-                        STANDBY_SECONDS, lazy=True, grace=SOCKET_WAIT_SECONDS,
-                        cpu_limited=False, cores=cores)
+                        STANDBY_SECONDS, lazy=True, grace=SOCKET_WAIT_SECONDS, cores=cores)
 
 
 def spec_key(sandbox: Sandbox, cores: Cores = None) -> str:

@@ -45,21 +45,28 @@ else from the system folders; :func:`sandbox_tools` says which bwrap and socat a
 lacks that task commands call (cal, cpio, tree for the shell task), which a caller puts on a
 sandbox's PATH after the system folders.
 
-Limits: ``cpu_seconds``, ``memory_mb`` (address space), ``file_size_mb``,
-``open_files`` are per-process rlimits set with ``prlimit``. ``pids``, ``cpus``, ``cores``
-(a cpuset) and the tree's memory use one cgroup per sandbox, never per uid: cgroup v2 (a
-group under the caller's own delegated group; ``cgroup.kill`` ends the tree) where it
+Limits: ``memory_mb`` (address space), ``file_size_mb``, ``open_files`` are per-process
+rlimits set with ``prlimit``. ``cpu_seconds`` is a CPU budget for the whole tree: the CPU
+time of every process the sandbox ever ran, summed by its cgroup (v1 ``cpuacct.usage``, v2
+``cpu.stat``) and checked by a watchdog thread of the parent, which kills the tree once it
+is used up (``killed_by_limit == "cpu_seconds"``), so N forked workers share one budget;
+each process is also held to it alone by RLIMIT_CPU. ``pids``, ``cpus``, ``cores`` (a
+cpuset) and the tree's memory use the same cgroups, one per sandbox, never per uid: cgroup
+v2 (a group under the caller's own delegated group; ``cgroup.kill`` ends the tree) where it
 delegates memory and pids, else cgroup v1 groups where those controllers are writable
 (detected once: ``_cgroup.support()``). Where neither limits memory and pids per sandbox,
-or no cpuset controller holds ``cores``, bwrap refuses to start a spec that asks for them
-(one line naming the fix) unless the operator allowed weak limits
-(``--allow-weak-limits``, environment ``VTBENCH_ALLOW_WEAK_LIMITS=1``); then ``pids``
-falls back to RLIMIT_NPROC, which counts all processes of the sandbox uid, so concurrent
-sandboxes share it, and ``cores`` to the launcher's affinity (:func:`on_cores`, which
-also pins trusted work of the caller's thread). ``wall_seconds`` is enforced by a
-watchdog thread of the parent; the tree kill ends the whole pid namespace, so children
-that ignore SIGTERM, double-fork or call setsid die too, and so does every process left
-behind when the command exits.
+no cpuset controller holds ``cores`` or no cgroup counts the CPU time for ``cpu_seconds``,
+bwrap refuses to start a spec that asks for them (one line naming the fix) unless the
+operator allowed weak limits (``--allow-weak-limits``, environment
+``VTBENCH_ALLOW_WEAK_LIMITS=1``); then ``pids`` falls back to RLIMIT_NPROC, which counts
+all processes of the sandbox uid, so concurrent sandboxes share it, ``cores`` to the
+launcher's affinity (:func:`on_cores`, which also pins trusted work of the caller's
+thread), and ``cpu_seconds`` to RLIMIT_CPU alone, per process (the limits' description,
+recorded in each episode, says "CPU time per process only"). ``wall_seconds`` is enforced
+by the same watchdog; the tree kill ends the whole pid namespace, so children that ignore
+SIGTERM, double-fork or call setsid die too, and so does every process left behind when
+the command exits. ``SandboxProcess.limit_cpu`` lowers the tree's budget of a running
+sandbox (a standby harness gets its budget when its harness starts).
 
 :func:`limit_groups` makes the same per-process-tree groups for a process the caller starts
 itself (the model server: trusted code, untrusted weights): the process joins them through

@@ -305,18 +305,21 @@ class BwrapSandbox(RunsToCompletion):
                 os.close(fd)
         killer = _NamespaceKiller(info_read, popen, cgroups)
         killer.wait_command(_READY_SECONDS)
+        clock = cgroups.cpu_clock()
         return SandboxProcess(popen, killer, spec.limits, cleanup=_cleanup(cgroups),
-                              entered=killer.reported)
+                              entered=killer.reported,
+                              cpu_clock=clock.seconds if clock is not None else None)
 
 
 def _limited_cgroups(spec: SandboxSpec) -> _cgroup.CgroupSet:
-    """The sandbox's cgroups; refuses when memory, pids or cores would not be limited per
-    sandbox and the operator has not allowed weak limits."""
+    """The sandbox's cgroups; refuses when memory, pids, cores or the CPU time would not be
+    limited per sandbox and the operator has not allowed weak limits."""
     limits = spec.limits
-    cgroups = _cgroup.create(limits.pids, limits.memory_mb, limits.cpus, cores=limits.cores)
+    cgroups = _cgroup.create(limits.pids, limits.memory_mb, limits.cpus, cores=limits.cores,
+                             cpu_time=limits.cpu_seconds is not None)
     unlimited = [name for name, value, controller in (
         ("memory_mb", limits.memory_mb, "memory"), ("pids", limits.pids, "pids"),
-        ("cores", limits.cores, "cpuset"))
+        ("cores", limits.cores, "cpuset"), ("cpu_seconds", limits.cpu_seconds, "cpuacct"))
         if value is not None and controller not in cgroups.dirs]
     if unlimited and not _cgroup.weak_limits_allowed():
         cgroups.remove()

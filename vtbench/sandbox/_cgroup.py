@@ -1,4 +1,5 @@
-"""Per-sandbox cgroups (v2, else v1) for memory, pids, CPU and cores, and the whole-tree kill.
+"""Per-sandbox cgroups (v2, else v1) for memory, pids, CPU and cores, the CPU time the
+whole tree used, and the whole-tree kill.
 
 Which hierarchy gives per-sandbox limits is detected once per process (:func:`support`):
 
@@ -24,6 +25,12 @@ controller (v2 ``cpuset.cpus``, memory nodes inherited; v1 ``cpuset.cpus`` and t
 leave its cpuset by ``sched_setaffinity``; without the controller the caller may fall back
 to the affinity of the process it starts (:mod:`vtbench.sandbox._affinity`), which the
 process can widen again: a weak limit.
+
+CPU time (``cpuacct``): the CPU time of every process that ever ran in the group, exited
+ones included (v1 ``cpuacct.usage``; v2 ``cpu.stat`` ``usage_usec``, which every v2 group
+has, whether or not the cpu controller is enabled). A CPU budget for the whole tree is
+read from it (:class:`CpuClock`); without it only the per-process RLIMIT_CPU holds, which
+a tree of N processes gets N times over: a weak limit.
 """
 
 import contextlib
@@ -37,7 +44,7 @@ from pathlib import Path
 from typing import Literal
 
 Mode = Literal["v2", "v1", "none"]
-CONTROLLERS = ("memory", "pids", "cpu", "cpuset")
+CONTROLLERS = ("memory", "pids", "cpu", "cpuacct", "cpuset")
 RUNNER_LEAF = "vtbench-runner"
 """The leaf v2 group the caller's processes move into so that their parent may delegate."""
 ALLOW_WEAK_ENV = "VTBENCH_ALLOW_WEAK_LIMITS"
@@ -51,7 +58,8 @@ class Support:
 
     mode: Mode
     controllers: frozenset[str] = frozenset()
-    """Per-sandbox limits available: a subset of memory, pids, cpu, cpuset."""
+    """Per-sandbox limits available: a subset of memory, pids, cpu, cpuacct (the group's CPU
+    time: v1 cpuacct, v2 cpu.stat), cpuset."""
     parents: tuple[tuple[str, Path], ...] = ()
     """(controller or "" for v2, folder new groups are made in)."""
 
@@ -65,7 +73,8 @@ class Support:
             return "none (per-process rlimits only; processes counted per uid)"
         kill = "; cgroup.kill" if self.mode == "v2" else ""
         names = ", ".join(sorted(self.controllers)) or "no controller"
-        return f"cgroup {self.mode} ({names}{kill})"
+        cpu = "" if "cpuacct" in self.controllers else "; CPU time per process only"
+        return f"cgroup {self.mode} ({names}{kill}{cpu})"
 
 
 def weak_limits_allowed() -> bool:
@@ -166,7 +175,8 @@ def _v2_support() -> Support:
         enabled = _delegate(base, wanted, is_root=base == root)
     except OSError:
         enabled = set()
-    return Support("v2", frozenset(enabled), (("", base),))
+    # cpu.stat's usage_usec is in every v2 group, with or without the cpu controller.
+    return Support("v2", frozenset(enabled | {"cpuacct"}), (("", base),))
 
 
 @functools.cache
@@ -181,6 +191,53 @@ def support() -> Support:
     return best if best.controllers else Support("none")
 
 
+@dataclass(frozen=True)
+class CpuClock:
+    """The CPU time of every process that ever ran in one group: v1 ``cpuacct.usage``
+    (nanoseconds) or v2 ``cpu.stat`` (``usage_usec``)."""
+
+    path: Path
+
+    def seconds(self) -> float | None:
+        """CPU-seconds so far; None once the group is gone."""
+        try:
+            text = self.path.read_text()
+        except OSError:
+            return None
+        if self.path.name == "cpuacct.usage":
+            return int(text) / 1e9
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == "usage_usec":
+                return int(value) / 1e6
+        return None
+
+
+def _clock_in(folder: Path, v2: bool) -> CpuClock:
+    return CpuClock(folder / ("cpu.stat" if v2 else "cpuacct.usage"))
+
+
+def clock_of(pid: int) -> CpuClock | None:
+    """The CPU clock of the group process ``pid`` is in (a group someone else made, e.g. a
+    container's): its v1 cpuacct group, else its v2 group; None where neither is mounted
+    here or the process is gone."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    paths = {}
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        paths.update({name: path for name in controllers.split(",")})
+    for kind, key, v2 in (("cgroup", "cpuacct", False), ("cgroup2", "", True)):
+        for mount, options in _mounts(kind):
+            if key in paths and (v2 or key in options):
+                clock = _clock_in(mount / paths[key].lstrip("/"), v2)
+                if clock.seconds() is not None:
+                    return clock
+    return None
+
+
 @dataclass
 class CgroupSet:
     """The groups of one sandbox; empty when cgroups are unavailable."""
@@ -192,6 +249,11 @@ class CgroupSet:
     @property
     def procs_files(self) -> list[Path]:
         return [folder / "cgroup.procs" for folder in sorted(set(self.dirs.values()))]
+
+    def cpu_clock(self) -> CpuClock | None:
+        """The CPU time of the whole tree, where the groups count it (``cpuacct``)."""
+        folder = self.dirs.get("cpuacct")
+        return None if folder is None else _clock_in(folder, self.v2)
 
     def kill(self) -> None:
         """SIGKILL every process of the group at once (v2 ``cgroup.kill``)."""
@@ -256,6 +318,8 @@ def _cpuset_settings(cores: Sequence[int], parent: Path, v2: bool) -> dict[str, 
 
 
 def _settings(controller: str, value: float, v2: bool) -> dict[str, str]:
+    if controller == "cpuacct":  # counts on its own: nothing to set
+        return {}
     if controller == "pids":
         return {"pids.max": str(int(value))}
     if controller == "memory":
@@ -281,12 +345,14 @@ def _make(folder: Path, files: dict[str, str]) -> bool:
 
 
 def create(pids: int | None, memory_mb: int | None, cpus: float | None = None,
-           host: Support | None = None, cores: Sequence[int] | None = None) -> CgroupSet:
+           host: Support | None = None, cores: Sequence[int] | None = None,
+           cpu_time: bool = False) -> CgroupSet:
     """Make the groups that the requested limits need; skip any that cannot be made. With
     v2 one group is always made, for the whole-tree kill. ``cores``: the cores the group's
-    processes may run on (cpuset)."""
+    processes may run on (cpuset); ``cpu_time``: count the tree's CPU time (cpuacct)."""
     host = host or support()
     wanted: dict[str, float | None] = {"pids": pids, "memory": memory_mb, "cpu": cpus,
+                                       "cpuacct": 1 if cpu_time else None,
                                        "cpuset": 1 if cores else None}
     result = CgroupSet(v2=host.mode == "v2")
     name = f"vtbench-{uuid.uuid4().hex[:12]}"

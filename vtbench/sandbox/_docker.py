@@ -13,7 +13,9 @@ Equivalences with bwrap (see ``_bwrap``):
   then the spec's mounts, sockets and relays; GPU device nodes by ``--device``;
 - limits: ``--pids-limit``, ``--memory``, ``--cpus`` and ``--cpuset-cpus`` for the whole
   tree (cgroups), the per-process rlimits with the same ``prlimit`` as bwrap, run inside
-  the container;
+  the container; ``cpu_seconds`` for the whole tree too, read from the container's cgroup
+  (v1 cpuacct, v2 cpu.stat) as found from the host; where it cannot be found the start is
+  refused unless weak limits are allowed;
 - environment: exactly the spec's (values passed by name, ``--env NAME``, so they never
   appear on a command line; the variables Docker adds itself are removed with
   ``env -u``); names starting with ``DOCKER_`` are refused (the CLI would read them);
@@ -56,7 +58,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from vtbench.errors import SandboxError, SandboxUnavailable
-from vtbench.sandbox import _launch
+from vtbench.sandbox import _cgroup, _launch
 from vtbench.sandbox._bwrap import _ETC, _TOP, _identity_files, wait_for_sockets
 from vtbench.sandbox._docker_image import base_image, image_exists
 from vtbench.sandbox._process import RunsToCompletion, SandboxProcess, Stream
@@ -111,6 +113,18 @@ class _Container:
         self._docker, self._name, self._env = docker, name, env
         self.cidfile = files / "cid"
         self.client: subprocess.Popen[bytes] | None = None
+
+    def cpu_clock(self) -> Callable[[], float | None] | None:
+        """The CPU time of the container's whole tree (its cgroup), None where this host's
+        cgroup mounts do not show it."""
+        for pid in self._pids():
+            clock = _cgroup.clock_of(pid)
+            if clock is not None:
+                return clock.seconds
+        return None
+
+    def running(self) -> bool:
+        return bool(self._pids())
 
     def _pids(self) -> list[int]:
         try:
@@ -317,6 +331,7 @@ class DockerSandbox(RunsToCompletion):
                  str(client.pid), str(files)], env=client_env, stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
             _wait_started(fifo, client, _READY_SECONDS)
+            clock = _tree_clock(container, spec)
         except BaseException:
             client.kill()
             client.wait()
@@ -324,7 +339,21 @@ class DockerSandbox(RunsToCompletion):
             os.close(fifo)
             raise
         return SandboxProcess(client, container, spec.limits,
-                              cleanup=_cleanup(watcher, files, fifo))
+                              cleanup=_cleanup(watcher, files, fifo), cpu_clock=clock)
+
+
+def _tree_clock(container: _Container, spec: SandboxSpec) -> Callable[[], float | None] | None:
+    """The container's CPU clock where the spec has a CPU budget; refuses without one
+    (unless the command has already ended: nothing is left to limit)."""
+    if spec.limits.cpu_seconds is None:
+        return None
+    clock = container.cpu_clock()
+    if clock is None and container.running() and not _cgroup.weak_limits_allowed():
+        raise SandboxUnavailable(
+            "the container's cgroup does not show its CPU time here: no CPU budget for the "
+            "whole tree", hint="run vtbench in the host's cgroup namespace, or pass "
+                               "--allow-weak-limits")
+    return clock
 
 
 def _cleanup(watcher: subprocess.Popen[bytes], files: Path,

@@ -1,7 +1,8 @@
 """The ``none`` backend: no isolation at all, for development on hosts without bwrap.
 
 It prints a loud warning on stderr at every start. It keeps only what needs no
-isolation: the exact environment, the per-process rlimits, the cores (as an affinity the
+isolation: the exact environment, the per-process rlimits (``cpu_seconds`` too: each
+process gets its own, there is no CPU budget for the whole tree), the cores (as an affinity the
 command may widen), the wall-clock limit and the tree kill (a new process group; a process
 that leaves the group escapes it). Mounts are not applied: the command sees the whole
 host, and ``cwd`` is translated through the mounts to its host path. tcp_relays become
@@ -22,7 +23,8 @@ from vtbench.sandbox._spec import SandboxSpec
 
 WARNING = (
     "WARNING: vtbench sandbox backend 'none' gives NO isolation: the command can read "
-    "and write everything this user can, and reach the network. Development only."
+    "and write everything this user can, and reach the network; its CPU and memory limits hold "
+    "per process only. Development only."
 )
 
 

@@ -1,7 +1,8 @@
 """A started sandboxed command (:class:`SandboxProcess`) and the collector behind ``run``.
 
-Guarantees: the wall-clock limit is enforced by a watchdog thread in the parent whether
-or not the caller ever waits; ``kill_tree`` ends every process the command started,
+Guarantees: the wall-clock limit, and the CPU budget of the whole tree where the backend
+can read the tree's CPU time (its cgroup), are enforced by a watchdog thread in the parent
+whether or not the caller ever waits; ``kill_tree`` ends every process the command started,
 including ones that ignore SIGTERM, double-fork or start new sessions (the backend's
 :class:`Killer` knows the whole tree: a pid namespace, a process group, a container);
 cleanup (cgroups, relays, temp files) runs exactly once, after the tree is gone.
@@ -21,6 +22,11 @@ from vtbench.sandbox._spec import CompletedRun, Ending, LimitName, Limits, Sandb
 
 Stream = int | IO[bytes] | None
 """What Popen accepts for stdin/stdout/stderr."""
+CpuClock = Callable[[], float | None]
+"""The CPU-seconds the whole tree has used so far (None once that cannot be read)."""
+POLL_SECONDS = (0.01, 0.5)
+"""Shortest and longest pause between two readings of the tree's CPU time. The watchdog
+waits as long as the tree, on every core of the host, could not use up what is left."""
 
 
 class Killer(Protocol):
@@ -44,6 +50,7 @@ class SandboxProcess:
         cleanup: Callable[[], str | None] | None = None,
         grace_seconds: float = 2.0,
         entered: Callable[[], bool] | None = None,
+        cpu_clock: CpuClock | None = None,
     ) -> None:
         self._popen = popen
         self._killer = killer
@@ -55,14 +62,17 @@ class SandboxProcess:
         self.timed_out = False
         self.ending: Ending | None = None
         self._limit_hit: str | None = None
+        self._stopped_by: LimitName | None = None
         self._finished = False
         self._done = threading.Event()
+        self._wake = threading.Event()
         self._lock = threading.RLock()
-        if limits.wall_seconds is not None:
-            threading.Thread(
-                target=self._watchdog, args=(limits.wall_seconds,), daemon=True,
-                name=f"sandbox-watchdog-{popen.pid}",
-            ).start()
+        self._cpu_clock = cpu_clock
+        # The tree's CPU time (counted from its start) at which the watchdog stops it.
+        self._cpu_budget: float | None = limits.cpu_seconds if cpu_clock is not None else None
+        if limits.wall_seconds is not None or cpu_clock is not None:
+            threading.Thread(target=self._watchdog, daemon=True,
+                             name=f"sandbox-watchdog-{popen.pid}").start()
 
     @property
     def pid(self) -> int:
@@ -130,10 +140,29 @@ class SandboxProcess:
                 and not self._entered())
 
     @property
+    def cpu_seconds(self) -> float | None:
+        """CPU time of the whole tree so far, where the backend counts it."""
+        return self._cpu_clock() if self._cpu_clock is not None else None
+
+    def limit_cpu(self, seconds: float) -> bool:
+        """From now on the whole tree may use at most ``seconds`` more CPU time (never more
+        than the spec's ``cpu_seconds`` allows); says whether the backend counts the tree's
+        CPU time (else only each process's own RLIMIT_CPU holds)."""
+        used = self.cpu_seconds
+        if used is None:
+            return False
+        with self._lock:
+            budget = used + seconds
+            if self._cpu_budget is None or budget < self._cpu_budget:
+                self._cpu_budget = budget
+        self._wake.set()
+        return True
+
+    @property
     def killed_by_limit(self) -> LimitName | None:
         """The limit that ended the command, where it can be told (see CompletedRun)."""
-        if self.timed_out:
-            return "wall_seconds"
+        if self._stopped_by is not None:
+            return self._stopped_by
         code = self._popen.returncode
         if code is None:
             return None
@@ -151,18 +180,40 @@ class SandboxProcess:
     def expire(self) -> None:
         """End the command now as if its wall-clock limit had passed (for a caller whose
         clock starts later than the sandbox, e.g. once a service the command needs is up)."""
+        self._stop("wall_seconds", self.grace_seconds)
+
+    def _stop(self, limit: LimitName, grace_seconds: float) -> None:
         with self._lock:
-            if self._popen.poll() is None:
-                self.timed_out = True
-        if self.timed_out:
-            self.kill_tree()
+            if self._popen.poll() is None and self._stopped_by is None:
+                self._stopped_by = limit
+                self.timed_out = limit == "wall_seconds"
+        if self._stopped_by == limit:
+            self.kill_tree(grace_seconds)
         else:
             self.poll()
 
-    def _watchdog(self, wall_seconds: float) -> None:
-        # Woken early by _finish; at the deadline, kill whatever still runs.
-        if not self._done.wait(wall_seconds):
-            self.expire()
+    def _watchdog(self) -> None:
+        # Woken early by _finish and limit_cpu; kills whatever still runs at the deadline
+        # or once the tree used its CPU budget.
+        wall = self._limits.wall_seconds
+        deadline = self.started + wall if wall is not None else None
+        while not self._done.is_set():
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                self.expire()
+                return
+            used = self.cpu_seconds
+            left = None if used is None or self._cpu_budget is None else self._cpu_budget - used
+            if left is not None and left <= 0:
+                # No grace: in one the tree could go on using every core it runs on.
+                self._stop("cpu_seconds", 0.0)
+                return
+            pauses = [] if deadline is None else [deadline - now]
+            if left is not None:
+                shortest, longest = POLL_SECONDS
+                pauses.append(min(longest, max(shortest, left / (os.cpu_count() or 1))))
+            self._wake.wait(min(pauses) if pauses else None)
+            self._wake.clear()
 
     def _finish(self, ending: Ending) -> None:
         with self._lock:
@@ -170,6 +221,7 @@ class SandboxProcess:
                 return
             self._finished = True
             self._done.set()
+            self._wake.set()
             self.ending = ending
             # The outer process is gone; make sure nothing of the tree outlives it.
             with contextlib.suppress(Exception):

@@ -52,7 +52,11 @@ class Limits(Strict):
     wall_seconds: float | None = Field(None, gt=0)
     """Wall clock from start; enforced by the parent, which kills the whole tree."""
     cpu_seconds: int | None = Field(None, ge=1)
-    """CPU time per process (RLIMIT_CPU): SIGXCPU, then SIGKILL one second later."""
+    """CPU time of the whole tree, every process it ever ran summed: read from the
+    sandbox's cgroup (v1 ``cpuacct.usage``, v2 ``cpu.stat``) by the parent's watchdog,
+    which kills the tree once it is used up; bwrap refuses a spec with it where no cgroup
+    counts CPU time, unless weak limits are allowed (then it holds per process only). Each
+    process is also held to it alone (RLIMIT_CPU: SIGXCPU, SIGKILL one second later)."""
     memory_mb: int | None = Field(None, ge=16)
     """Address space per process (RLIMIT_AS); also the memory of the whole tree (no swap
     on v2) through the sandbox's cgroup (v2 ``memory.max``, v1 ``memory.limit_in_bytes``)."""
@@ -175,8 +179,9 @@ class CompletedRun(BaseModel):
     timed_out: bool
     """The wall-clock limit ended the run."""
     killed_by_limit: LimitName | None
-    """The limit that ended the run, where it can be told (wall clock, SIGXCPU, SIGXFSZ,
-    a cgroup OOM kill, a failed exit after the cgroup refused a fork)."""
+    """The limit that ended the run, where it can be told (wall clock, the tree's CPU
+    budget or SIGXCPU, SIGXFSZ, a cgroup OOM kill, a failed exit after the cgroup refused
+    a fork)."""
     ending: Ending
     output_truncated: bool = False
     """stdout or stderr exceeded ``max_output_bytes`` and was cut."""
