@@ -76,7 +76,7 @@ def test_a_runner_that_fails_after_its_agent_started_is_resumed_then_closed(
         assert state == "failed_infra"
     ledger.db.close()
     again = Ledger(folder.ledger)
-    assert again.recover(lambda key: attempts_allowed(plan, folder, key)) == {
+    assert again.recover(lambda key: attempts_allowed(plan, folder, again, key)) == {
         started.key: "failed_infra"}
     assert again.row(started.key).attempts == 3
     assert "its agent had started: resumed" in folder.log.read_text()
@@ -123,3 +123,31 @@ def test_shared_episodes_may_outnumber_the_cores_but_each_must_fit_alone() -> No
     assert not host.fits([one, one], one)
     assert host.fits([one, one], one, shared=True)
     assert not host.fits([], episode(cpus=3), shared=True)
+
+
+def test_a_reopened_failed_episode_gets_one_more_real_attempt_beside_its_first(
+        tmp_path: Path, minimal_task: Path) -> None:
+    """What ``campaign run --retry-failed`` does before dispatching: the runner fails for
+    real both times (the task is not prepared)."""
+    plan = load_plan(write_campaign(tmp_path, 'agents = [{name = "noop"}]\n'
+                                    f'tasks = ["{minimal_task}"]\nseeds = [0]\nretries = 0\n'
+                                    '[budget]\nbudget_minutes = 1\n'))
+    folder = CampaignFolder(tmp_path / "out")
+    folder.root.mkdir()
+    ledger = Ledger(folder.ledger)
+    ledger.add([e.key for e in plan.episodes])
+    executor = LocalExecutor()
+    with CampaignProgress(folder.log, "test", live=False) as progress:
+        try:
+            dispatch(plan, folder, ledger, executor, progress)
+            assert ledger.reopen_failed() == [plan.episodes[0].key]
+            dispatch(plan, folder, ledger, executor, progress)
+        finally:
+            executor.close()
+    row = ledger.rows()[0]
+    assert (row.state, row.attempts) == ("failed_infra", 2)
+    assert [state for _, state, _ in ledger.events(row.key)] == [
+        "running", "failed_infra", "pending", "running", "failed_infra"]
+    names = sorted(p.name for p in folder.slot(row.key).iterdir())
+    assert names == ["attempt-1.json", "attempt-1.log", "attempt-2.json", "attempt-2.log",
+                     "slot.lock"], names

@@ -106,3 +106,21 @@ def test_the_ledger_is_in_wal_mode_and_readers_see_each_move_at_once(
     ledger.claim("b")
     assert reader.execute("SELECT state FROM episodes WHERE key = 'b'").fetchone()[0] == "running"
     reader.close()
+
+
+def test_a_reopened_infrastructure_failure_gets_one_more_attempt_and_keeps_its_history(
+        ledger: Ledger) -> None:
+    for reason in ("grader did not start", "runner crashed"):
+        ledger.claim("a")
+        ledger.fail("a", reason, max_attempts=2)
+    ledger.claim("b")
+    ledger.finish("b", result())
+    assert ledger.reopen_failed() == ["a"]
+    assert ledger.row("b").state == "finished"
+    assert ledger.claim("a") == 3
+    assert ledger.fail("a", "runner crashed again", max_attempts=2) == "failed_infra"
+    assert [(a, s, r) for a, s, r in ledger.events("a") if s != "running"] == [
+        (1, "pending", "grader did not start"), (2, "failed_infra", "runner crashed"),
+        (2, "pending", "reopened by --retry-failed"), (3, "failed_infra",
+                                                      "runner crashed again")]
+    assert ledger.reopen_failed() == ["a"] and ledger.reopen_failed() == []

@@ -24,6 +24,7 @@ from vtbench.campaign.errors import LedgerError
 
 State = Literal["pending", "running", "finished", "failed_agent", "failed_infra"]
 DONE: tuple[State, ...] = ("finished", "failed_agent", "failed_infra")
+REOPENED = "reopened by --retry-failed"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS episodes (
@@ -148,6 +149,22 @@ class Ledger:
                             "WHERE key = ?", (state, reason, seconds, node, key))
             self._event(key, row["attempts"], state, reason)
         return state
+
+    def reopen_failed(self) -> list[str]:
+        """failed_infra → pending, for an operator who fixed what failed: each such episode
+        gets one more attempt (its attempts so far stay counted); returns their keys."""
+        failed = [row.key for row in self.rows() if row.state == "failed_infra"]
+        for key in failed:
+            with self._move(key, "failed_infra") as row:
+                self.db.execute("UPDATE episodes SET state = 'pending' WHERE key = ?", (key,))
+                self._event(key, row["attempts"], "pending", REOPENED)
+        return failed
+
+    def reopens(self, key: str) -> int:
+        """How many times ``key`` was reopened: each adds one attempt to its allowance."""
+        found = self.db.execute("SELECT COUNT(*) FROM events WHERE key = ? AND state = "
+                                "'pending' AND reason = ?", (key, REOPENED)).fetchone()
+        return int(found[0])
 
     def recover(self, max_attempts: Callable[[str], int]) -> dict[str, State]:
         """Episodes left ``running`` by a campaign process that died count that attempt as

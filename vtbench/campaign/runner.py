@@ -19,6 +19,7 @@ Guarantees:
 
 import os
 from collections.abc import Sequence
+from functools import partial
 
 from vtbench.campaign.attempt import (
     Attempt,
@@ -50,8 +51,9 @@ def check(plan: Plan, folder: CampaignFolder, executor: Executor) -> None:
 
 
 def run_campaign(plan: Plan, folder: CampaignFolder, executor: Executor,
-                 live: bool | None = None) -> list[EpisodeState]:
-    """Run (or resume) the campaign in ``folder``; returns the ledger's rows at the end."""
+                 live: bool | None = None, retry_failed: bool = False) -> list[EpisodeState]:
+    """Run (or resume) the campaign in ``folder``; returns the ledger's rows at the end.
+    ``retry_failed``: episodes the infrastructure failed get one more attempt."""
     try:
         check(plan, folder, executor)
         if plan.allow_weak_limits:  # read by every sandbox start, the grader's included
@@ -61,6 +63,8 @@ def run_campaign(plan: Plan, folder: CampaignFolder, executor: Executor,
             ledger = Ledger(folder.ledger)
             try:
                 ledger.add([episode.key for episode in plan.episodes])
+                if retry_failed:
+                    ledger.reopen_failed()
                 with CampaignProgress(folder.log, f"campaign {plan.name}", live) as progress:
                     start(plan, folder, ledger, executor, progress)
                     dispatch(plan, folder, ledger, executor, progress)
@@ -71,15 +75,22 @@ def run_campaign(plan: Plan, folder: CampaignFolder, executor: Executor,
         executor.close()
 
 
-def attempts_allowed(plan: Plan, folder: CampaignFolder, key: str) -> int:
-    """The plan's attempts, and one more that closes an episode whose agent started."""
-    return plan.max_attempts + (started_episode(folder.slot(key)) is not None)
+def attempts_allowed(plan: Plan, folder: CampaignFolder, ledger: Ledger, key: str) -> int:
+    """The plan's attempts, one more for each reopening (``--retry-failed``), and one more
+    that closes an episode whose agent started."""
+    return runs_allowed(plan, ledger, key) + (started_episode(folder.slot(key)) is not None)
+
+
+def runs_allowed(plan: Plan, ledger: Ledger, key: str) -> int:
+    """The attempts that run the episode; any beyond close it."""
+    return plan.max_attempts + ledger.reopens(key)
 
 
 def start(plan: Plan, folder: CampaignFolder, ledger: Ledger, executor: Executor,
           progress: CampaignProgress) -> None:
     """Count the attempts a dead campaign left running; make the executor ready."""
-    for key, state in ledger.recover(lambda key: attempts_allowed(plan, folder, key)).items():
+    allowed = partial(attempts_allowed, plan, folder, ledger)
+    for key, state in ledger.recover(allowed).items():
         then = "trying again" if state == "pending" else "out of attempts"
         progress.line(f"{key}: its last attempt was interrupted; {then}")
     todo = unfinished(plan, ledger)
@@ -128,7 +139,7 @@ def start_fitting(plan: Plan, folder: CampaignFolder, ledger: Ledger, executor: 
             executor.start(attempt(plan, folder, ledger, episode, number), folder)
         except (SlotHeld, EpisodeNotHere) as err:
             state = ledger.fail(episode.key, str(err),
-                                attempts_allowed(plan, folder, episode.key))
+                                attempts_allowed(plan, folder, ledger, episode.key))
             progress.line(f"{episode.key}: attempt {number} could not start ({err}); {state}")
             if state != "pending":
                 left.append(episode)
@@ -144,7 +155,8 @@ def attempt(plan: Plan, folder: CampaignFolder, ledger: Ledger, episode: Planned
     """Attempt ``number`` of ``episode``: past the plan's attempts (only an episode whose
     agent started gets one), it closes the episode with its last failure as the reason."""
     resumes = started_episode(folder.slot(episode.key)) is not None
-    close = (ledger.row(episode.key).reason or "unknown") if number > plan.max_attempts else None
+    close = (ledger.row(episode.key).reason or "unknown") \
+        if number > runs_allowed(plan, ledger, episode.key) else None
     return Attempt(episode, number, plan.sandbox, plan.allow_weak_limits, shared=plan.shared,
                    resumes=resumes, close=close)
 
@@ -155,13 +167,13 @@ def record(plan: Plan, folder: CampaignFolder, ledger: Ledger, key: str, result:
     outcome = classify(result, folder.slot(key), folder.root)
     took = f"after {outcome.seconds:.0f} s on {outcome.node}"
     if outcome.state == "failed_infra":
-        allowed = attempts_allowed(plan, folder, key)
+        allowed = attempts_allowed(plan, folder, ledger, key)
         state = ledger.fail(key, outcome.reason or "unknown", allowed, outcome.seconds,
                             outcome.node)
         then = "tried again"
         if state != "pending":
             then = "out of attempts"
-        elif allowed > plan.max_attempts:
+        elif allowed > runs_allowed(plan, ledger, key):
             then = "its agent had started: resumed, or closed with what the ledger holds"
         progress.line(f"{key}: the infrastructure failed {took}: {outcome.reason}; {then}")
         return state

@@ -29,6 +29,9 @@ def run(
     address: Annotated[str | None, typer.Option(
         help="Ray head host:port (default: the file's [ray] address, else a private "
              "single-node Ray).")] = None,
+    retry_failed: Annotated[bool, typer.Option(
+        "--retry-failed", help="Give each episode the infrastructure failed one more "
+                               "attempt (after fixing what failed).")] = False,
 ) -> None:
     """Run every episode of the campaign not yet done; finished ones never run again."""
     from vtbench.campaign import CampaignFolder, get_executor, load_plan, run_campaign
@@ -38,12 +41,14 @@ def run(
     plan = plan.model_copy(update={"executor": executor or plan.executor,
                                    "ray_address": address or plan.ray_address})
     folder = CampaignFolder((out or Path("campaigns") / plan.name).resolve())
-    rows = run_campaign(plan, folder, get_executor(plan.executor, plan.ray_address))
+    rows = run_campaign(plan, folder, get_executor(plan.executor, plan.ray_address),
+                        retry_failed=retry_failed)
     console.print(status_table(f"campaign {plan.name}", rows))
     console.print(f"report: vtbench campaign report {folder.root} --html report.html")
     if any(row.state == "failed_infra" for row in rows):
         raise VtbenchError(f"campaign {plan.name}: {counts(rows)}",
-                           hint="see campaign.log and the episodes' attempt-N.log")
+                           hint="see campaign.log and the episodes' attempt-N.log; once "
+                                "fixed, run again with --retry-failed")
 
 
 @app.command("status")
