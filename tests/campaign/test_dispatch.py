@@ -5,6 +5,7 @@ folder's lock against a second real ``campaign run``, and the host's capacity.""
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,21 +19,31 @@ from vtbench.campaign.progress import CampaignProgress
 from vtbench.campaign.runner import attempt, attempts_allowed, record
 
 
-def test_a_failing_runner_is_tried_again_up_to_the_retries_and_each_reason_is_kept(
-        tmp_path: Path, minimal_task: Path) -> None:
-    plan = load_plan(write_campaign(tmp_path, 'agents = [{name = "noop"}]\n'
-                                    f'tasks = ["{minimal_task}"]\nseeds = [0, 1]\nretries = 1\n'
-                                    'concurrency = 2\n[budget]\nbudget_minutes = 1\n'))
+def dispatch_rounds(tmp_path: Path, text: str, between: list[Callable[[Ledger], object]]
+                    ) -> tuple[CampaignFolder, Ledger, list[object]]:
+    """Dispatch the campaign of ``text`` once, then again after each of ``between``."""
+    plan = load_plan(write_campaign(tmp_path, text))
     folder = CampaignFolder(tmp_path / "out")
     folder.root.mkdir()
     ledger = Ledger(folder.ledger)
     ledger.add([e.key for e in plan.episodes])
-    executor = LocalExecutor()
+    executor, returned = LocalExecutor(), []
     with CampaignProgress(folder.log, "test", live=False) as progress:
         try:
             dispatch(plan, folder, ledger, executor, progress)
+            for step in between:
+                returned.append(step(ledger))
+                dispatch(plan, folder, ledger, executor, progress)
         finally:
             executor.close()
+    return folder, ledger, returned
+
+
+def test_a_failing_runner_is_tried_again_up_to_the_retries_and_each_reason_is_kept(
+        tmp_path: Path, minimal_task: Path) -> None:
+    folder, ledger, _ = dispatch_rounds(
+        tmp_path, f'agents = [{{name = "noop"}}]\ntasks = ["{minimal_task}"]\nseeds = [0, 1]\n'
+                  'retries = 1\nconcurrency = 2\n[budget]\nbudget_minutes = 1\n', [])
     for row in ledger.rows():
         assert (row.state, row.attempts) == ("failed_infra", 2)
         assert row.reason == "task 'mini' is not prepared (run: vtbench prepare --task mini)"
@@ -129,23 +140,11 @@ def test_a_reopened_failed_episode_gets_one_more_real_attempt_beside_its_first(
         tmp_path: Path, minimal_task: Path) -> None:
     """What ``campaign run --retry-failed`` does before dispatching: the runner fails for
     real both times (the task is not prepared)."""
-    plan = load_plan(write_campaign(tmp_path, 'agents = [{name = "noop"}]\n'
-                                    f'tasks = ["{minimal_task}"]\nseeds = [0]\nretries = 0\n'
-                                    '[budget]\nbudget_minutes = 1\n'))
-    folder = CampaignFolder(tmp_path / "out")
-    folder.root.mkdir()
-    ledger = Ledger(folder.ledger)
-    ledger.add([e.key for e in plan.episodes])
-    executor = LocalExecutor()
-    with CampaignProgress(folder.log, "test", live=False) as progress:
-        try:
-            dispatch(plan, folder, ledger, executor, progress)
-            assert ledger.reopen_failed() == [plan.episodes[0].key]
-            dispatch(plan, folder, ledger, executor, progress)
-        finally:
-            executor.close()
+    folder, ledger, reopened = dispatch_rounds(
+        tmp_path, f'agents = [{{name = "noop"}}]\ntasks = ["{minimal_task}"]\nseeds = [0]\n'
+                  'retries = 0\n[budget]\nbudget_minutes = 1\n', [Ledger.reopen_failed])
     row = ledger.rows()[0]
-    assert (row.state, row.attempts) == ("failed_infra", 2)
+    assert reopened == [[row.key]] and (row.state, row.attempts) == ("failed_infra", 2)
     assert [state for _, state, _ in ledger.events(row.key)] == [
         "running", "failed_infra", "pending", "running", "failed_infra"]
     names = sorted(p.name for p in folder.slot(row.key).iterdir())
