@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 
 from vtbench.attribution.rebuild import Rebuilder, RebuildFailed
-from vtbench.attribution.reproduce import load_record, rebuilder, reproduce, save_record
+from vtbench.attribution.reproduce import keep_on_record, load_record, rebuilder, reproduce
 from vtbench.episode.record import EpisodeRecord
 from vtbench.episode.retrained import Attribution, Components
 from vtbench.prepare.jobs import Job, run_jobs
@@ -144,8 +144,4 @@ def summarise(built: Rebuilder, players: list[str], offsets: range) -> Attributi
 
 
 def _keep(folder: Path, record: EpisodeRecord, result: Attribution) -> Attribution:
-    if record.attribution is None or record.attribution.model_dump(exclude={"seconds"}) != \
-            result.model_dump(exclude={"seconds"}):
-        record.attribution = result
-        save_record(folder, record)
-    return result
+    return keep_on_record(folder, record, "attribution", result)

@@ -16,12 +16,13 @@ rebuilt systems and written into the record's ``reproduction`` section.
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from vtbench import layout
 from vtbench.attribution.rebuild import Rebuilder, RebuildFailed
 from vtbench.episode.recipe import Retraining, RetrainStep, Snapshots
 from vtbench.episode.record import EpisodeRecord
-from vtbench.episode.retrained import Reproduction
+from vtbench.episode.retrained import Attribution, Reproduction
 from vtbench.errors import VtbenchError
 from vtbench.layout import EpisodePaths
 from vtbench.prepare import PreparedTask, prepared_by_id
@@ -145,9 +146,19 @@ def reproduce(folder: Path, sandbox: str = "bwrap", say: Say = lambda line: None
     return _keep(folder, record, result)
 
 
-def _keep(folder: Path, record: EpisodeRecord, result: Reproduction) -> Reproduction:
-    if record.reproduction is None or record.reproduction.model_dump(exclude={"seconds"}) != \
+Kept = TypeVar("Kept", Reproduction, Attribution)
+
+
+def keep_on_record(folder: Path, record: EpisodeRecord, field: str, result: Kept) -> Kept:
+    """Store ``result`` as the record's ``field`` (``reproduction`` or ``attribution``),
+    writing the record only when more than its seconds changed."""
+    kept = getattr(record, field)
+    if kept is None or kept.model_dump(exclude={"seconds"}) != \
             result.model_dump(exclude={"seconds"}):
-        record.reproduction = result
+        setattr(record, field, result)
         save_record(folder, record)
     return result
+
+
+def _keep(folder: Path, record: EpisodeRecord, result: Reproduction) -> Reproduction:
+    return keep_on_record(folder, record, "reproduction", result)
