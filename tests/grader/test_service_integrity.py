@@ -127,8 +127,9 @@ def test_closing_an_episode_stops_its_running_intake(
         while not list(layout.candidate_store().glob(".incoming-*")):
             time.sleep(0.01)
         finished = grader.operator_client().post(f"/v1/operator/episodes/{episode}/finish")
-        assert late.done(), "the finish must wait for the episode's intake to stop"
-        answer: httpx.Response = late.result()
+        halted = list(layout.candidate_store().glob(".incoming-*"))
+        answer: httpx.Response = late.result(timeout=60)
+    assert halted == [], "the finish must wait for the episode's intake to stop and tidy"
     assert finished.json()["state"] == "no submission"
     assert answer.status_code == 422 and "episode closed" in answer.json()["error"]
     assert Ledger().submission(episode) is None and stored_trees() == []
