@@ -52,6 +52,9 @@ def test_an_idle_trainer_edit_beside_a_data_filter_earns_the_trainer_nothing(
     assert sorted(result.systems) == ["", "data", "data+trainer", "trainer"]
     assert result.shapley.trainer == 0.0 and result.alone.trainer == 0.0
     assert result.shapley.data == pytest.approx(result.gain)
+    assert result.episode_gain == record.gain is not None
+    assert result.gain + result.initial_shift - result.retrain_shift == pytest.approx(
+        record.gain)
     built, _ = rebuilder(folder, load_record(folder))
     _, idle_edit = built.model(frozenset({"trainer"}), 0)
     _, initial = built.initial_model(0)

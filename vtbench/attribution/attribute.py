@@ -143,5 +143,19 @@ def summarise(built: Rebuilder, players: list[str], offsets: range) -> Attributi
         alone=Components(**{p: mean(f"alone.{p}") for p in players}))
 
 
+def against_episode(result: Attribution, record: EpisodeRecord) -> Attribution:
+    """``result`` with the episode's own gain beside it, and the two shifts between them."""
+    if result.status != "attributed" or not result.changed:
+        return result
+    test = {name: sum(scores["test"]) / len(scores["test"])
+            for name, scores in result.systems.items()}
+    def shift(rebuilt: float, recorded: float | None) -> float | None:
+        return None if recorded is None else round(rebuilt - recorded, 6)
+    return result.model_copy(update={
+        "episode_gain": record.gain,
+        "initial_shift": shift(test[""], record.initial_test),
+        "retrain_shift": shift(test[label(frozenset(result.changed))], record.final_test)})
+
+
 def _keep(folder: Path, record: EpisodeRecord, result: Attribution) -> Attribution:
-    return keep_on_record(folder, record, "attribution", result)
+    return keep_on_record(folder, record, "attribution", against_episode(result, record))

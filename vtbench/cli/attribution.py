@@ -3,12 +3,15 @@ finished episodes (never on an agent's budget); results cached in the private st
 written into each record."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from vtbench.cli.output import console, err_console, print_json
 from vtbench.printable import printable
+
+if TYPE_CHECKING:
+    from vtbench.episode.retrained import Attribution
 
 Sandbox = Annotated[str, typer.Option(help="Sandbox backend of the retrainings and "
                                            "evaluations: bwrap, docker, none.")]
@@ -70,7 +73,21 @@ def attribute(
         console.print(printable(
             f"{folder}: test gain {_num(result.gain)} = {parts or 'nothing changed'}; "
             f"interaction {result.interaction:+.4f}"), highlight=False, markup=False)
+        if result.episode_gain is not None:
+            console.print(printable(_reconciled(result)), highlight=False, markup=False)
+
+
+def _reconciled(result: "Attribution") -> str:
+    """One line: the episode's own gain from the attributed gain and the two shifts."""
+    back = None if result.retrain_shift is None else -result.retrain_shift
+    return (f"  the episode's gain {_num(result.episode_gain)} = {_num(result.gain)} "
+            f"{_signed(result.initial_shift)} (its initial system against the one rebuilt "
+            f"at the agent's seeds) {_signed(back)} (its submission against the retrained)")
 
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
+
+
+def _signed(value: float | None) -> str:
+    return "+ -" if value is None else f"{'+' if value >= 0 else '-'} {abs(value):.4f}"

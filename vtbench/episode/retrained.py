@@ -77,5 +77,16 @@ class Attribution(Section):
     intervals: dict[str, list[float]] = Field(default_factory=dict)
     """95 % Student t interval of each Shapley value and the interaction over seeds
     (keys data, trainer, harness, interaction), with ``--seeds`` > 1."""
+    episode_gain: float | None = None
+    """The episode's own test gain (the record's ``gain``), which ``gain`` explains up to
+    ``initial_shift`` and ``retrain_shift``:
+    ``episode_gain = gain + initial_shift - retrain_shift``."""
+    initial_shift: float | None = None
+    """The initial system rebuilt at the agent's seeds less the episode's initial test
+    score. Not 0 where the episode started from the initial system trained at another
+    seed (an episode seed other than the one ``prepare`` trained): the attribution compares
+    every subset at the agent's seeds, so seed noise does not land in one component."""
+    retrain_shift: float | None = None
+    """The rebuilt submission less the submission's test score (reproduction noise)."""
     seconds: float = 0.0
     """Operator wall seconds spent (0 when every system came from the cache)."""
