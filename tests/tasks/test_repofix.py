@@ -134,6 +134,13 @@ def test_a_diff_leaving_the_tree_scores_zero(generated: list[dict]) -> None:
 
 
 @pytest.mark.slow
+def test_the_instances_do_not_depend_on_how_many_cores_try_the_mutants(
+        generated: list[dict]) -> None:
+    alone = instances.generate(libraries.library("inflection"), max_mutants=12, workers=1)
+    assert alone == generated
+
+
+@pytest.mark.slow
 def test_the_generated_cache_is_reused(generated: list[dict], tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VTBENCH_GENERATED", str(tmp_path / "generated"))

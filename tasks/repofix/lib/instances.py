@@ -6,15 +6,21 @@ function the tests that call it; a mutant then runs only those tests (all of the
 function runs at import), so one library takes minutes, not hours. A mutant is kept when
 1-5 tests fail, every failing test passes on the pristine tree and can be taken out of the
 tree, and the pristine suite runs in at most :data:`SUITE_CPU_SECONDS`; at most
-:data:`PER_FUNCTION` instances come from one function. The result is cached per library
-in the private store, so splits are drawn from it without generating again.
+:data:`PER_FUNCTION` instances come from one function. Mutants are tried in rounds of
+:data:`ROUND` on as many copies of the tree as the process may use cores, and each round
+is decided in the candidates' order, so the instances do not depend on the number of
+cores. The result is cached per library in the private store, so splits are drawn from
+it without generating again.
 """
 
 import json
 import os
+import queue
 import random
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import issues
@@ -28,21 +34,23 @@ PER_FUNCTION = 2
 SUITE_CPU_SECONDS = 10.0
 MUTANT_TIMEOUT = 20.0
 """A mutant whose selected tests run longer (a removed loop step that never ends) is dropped."""
-MAX_MUTANTS = 100
-"""Mutants tried per library: about 5 minutes of this machine's 2 cores per library."""
-GENERATOR_VERSION = 2
+MAX_MUTANTS = {"training": 100, "val": 300, "test": 300}
+"""Mutants tried per library of each role (val and test need the most instances)."""
+ROUND = 16
+"""Mutants tried side by side, then kept or dropped in their order."""
+GENERATOR_VERSION = 3
 
 
 def cache_file(lib: Library) -> Path:
     return cache_root() / f"{lib.release}-{lib.sha256[:12]}.v{GENERATOR_VERSION}.jsonl"
 
 
-def cached(lib: Library, max_mutants: int = MAX_MUTANTS) -> list[dict]:
+def cached(lib: Library) -> list[dict]:
     """The library's instances, generated on the first call (written whole or not at all)."""
     path = cache_file(lib)
     if path.is_file():
         return [json.loads(line) for line in path.read_text().splitlines()]
-    found = generate(lib, max_mutants)
+    found = generate(lib, MAX_MUTANTS[lib.role])
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     partial.write_text("".join(json.dumps(row) + "\n" for row in found))
@@ -75,29 +83,64 @@ def candidates(lib: Library, tree: Path) -> list[tuple[str, Mutant]]:
     return found
 
 
-def generate(lib: Library, max_mutants: int = MAX_MUTANTS) -> list[dict]:
-    """The library's instances (see the module docstring)."""
+def generate(lib: Library, max_mutants: int, workers: int | None = None) -> list[dict]:
+    """The library's instances (see the module docstring), on ``workers`` tree copies
+    (default: the cores this process may use)."""
     with tempfile.TemporaryDirectory() as scratch:
         tree = copy_tree(unpacked(lib), Path(scratch) / lib.release)
         pristine = baseline(lib, tree)
         passing = set(pristine.passed())
         calls = pristine.calls or {}
+        count = workers or len(os.sched_getaffinity(0))
+        spare: queue.SimpleQueue[Path] = queue.SimpleQueue()
+        for index in range(count):
+            spare.put(copy_tree(tree, Path(scratch) / f"copy{index}" / lib.release))
+
+        def attempt_on_a_copy(path: str, mutant: Mutant, tests: list[str] | None) -> dict | None:
+            copy = spare.get()
+            try:
+                return attempt(lib, copy, path, mutant, tests, passing)
+            finally:
+                spare.put(copy)
+
         kept: list[dict] = []
         per_function: Counter[str] = Counter()
-        tried = 0
-        for path, mutant in candidates(lib, tree):
-            where = f"{path}:{mutant.function}"
-            if per_function[where] >= PER_FUNCTION or tried >= max_mutants:
-                continue
-            tests = covering(calls, f"{tree / path}:{mutant.function_start}")
-            if tests == []:
-                continue
-            tried += 1
-            instance = attempt(lib, tree, path, mutant, tests, passing)
-            if instance is not None:
-                per_function[where] += 1
-                kept.append(instance)
+        with ThreadPoolExecutor(count) as pool:
+            for batch in rounds(lib, tree, calls, per_function, max_mutants):
+                found = list(pool.map(lambda args: attempt_on_a_copy(*args), batch))
+                for (path, mutant, _), instance in zip(batch, found, strict=True):
+                    where = f"{path}:{mutant.function}"
+                    if instance is not None and per_function[where] < PER_FUNCTION:
+                        per_function[where] += 1
+                        kept.append(instance)
         return kept
+
+
+Trial = tuple[str, Mutant, list[str] | None]
+
+
+def rounds(lib: Library, tree: Path, calls: dict[str, list[str]],
+           per_function: Counter[str], max_mutants: int) -> Iterator[list[Trial]]:
+    """The mutants to try, :data:`ROUND` at a time, at most ``max_mutants`` in all; a
+    function that already gave :data:`PER_FUNCTION` instances (``per_function``, updated by
+    the caller between rounds) gives no more mutants, nor one no test reaches."""
+    batch: list[Trial] = []
+    tried = 0
+    for path, mutant in candidates(lib, tree):
+        if tried >= max_mutants:
+            break
+        if per_function[f"{path}:{mutant.function}"] >= PER_FUNCTION:
+            continue
+        tests = covering(calls, f"{tree / path}:{mutant.function_start}")
+        if tests == []:
+            continue
+        tried += 1
+        batch.append((path, mutant, tests))
+        if len(batch) == ROUND:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def attempt(lib: Library, tree: Path, path: str, mutant: Mutant, tests: list[str] | None,
