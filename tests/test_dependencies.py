@@ -24,7 +24,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 CORE = [Requirement(line) for line in PYPROJECT["dependencies"]]
 EXTRAS = {name: [Requirement(line) for line in lines]
           for name, lines in PYPROJECT["optional-dependencies"].items()}
-SETUP_EXTRAS = ("dev", "smol", "merge", "train", "cluster")
+SETUP_EXTRAS = ("dev", "smol", "merge", "train", "cluster", "repofix")
 """The extras scripts/setup installs, so constraints.txt pins them."""
 USED_WITHOUT_IMPORT = {
     "httptools": "uvicorn picks it up for HTTP parsing",
