@@ -8,7 +8,12 @@ harness fills in the result. ``build_split`` draws questions from a secret-seede
 and leaves out any whose normalised text appears in the public training data.
 ``public_rows`` makes the initial training data, realistically flawed: two rows in five
 answer directly without the calculator, some answers and calculator lines are wrong,
-duplicates, format junk, and a phrasing mix that differs from the evaluation splits.
+duplicates, format junk, and a phrasing mix that differs from the evaluation splits. One
+flaw is systematic and passes every check of a row against its own question (the numbers
+used are the question's, the result is computed right, the answer is the result): every
+"plus/then add/more are loose" row forgets its offset, and every "apples on N days" row
+adds the day count to the sum (:func:`slipped`); only reading the question again
+(relabelling) repairs them.
 Number ranges, noise rates and phrasing weights are parameters, so calibration can tune
 them.
 """
@@ -101,7 +106,18 @@ def make_question(rng: random.Random, weights: tuple[float, ...] = SPLIT_WEIGHTS
         terms_and=", ".join(terms[:-1]) + f" and {terms[-1]}" if terms else "",
         terms_plus=" plus ".join(terms), n=len(terms), **values)
     expr = expression(phrasing.kind, values)
-    return {"question": question, "expression": expr, "answer": evaluate_expression(expr)}
+    return {"question": question, "expression": expr, "answer": evaluate_expression(expr),
+            "kind": phrasing.kind, "count": len(terms)}
+
+
+def slipped(question: dict) -> dict:
+    """``question`` as the public data works it: an offset forgotten, a day count added."""
+    expr = question["expression"]
+    if question["kind"] == "product_plus":
+        expr = expr.rpartition("+")[0]
+    elif " days." in question["question"]:
+        expr = f"{expr}+{question['count']}"
+    return {**question, "expression": expr, "answer": evaluate_expression(expr)}
 
 
 GROUPS = {"a": r"(?P<a>\d+)", "b": r"(?P<b>\d+)", "c": r"(?P<c>\d+)", "n": r"\d+",
@@ -185,7 +201,7 @@ def public_rows(seed: int = 20261130, size: int = 1400, calc_share: float = 0.6,
         question = make_question(rng, PUBLIC_WEIGHTS, ranges)
         use_calc, wrong = rng.random() < calc_share, rng.random() < label_noise
         prompt = PROMPT.format(question=question["question"])
-        completion = _completion(rng, question, use_calc, wrong)
+        completion = _completion(rng, slipped(question), use_calc, wrong)
         if rng.random() < junk_rate:
             prompt, completion = _junk(rng, prompt, completion)
         rows.append({"prompt": prompt, "completion": completion})

@@ -2,8 +2,8 @@
 harness's prompt format with the same content, each kind of label flaw the task's data has
 is caught by checking the row against its own input, and on every tiny task's public data
 the filter keeps no mislabelled row (judged by the task's trusted code) while keeping
-nearly every correct one, except the rows of the systematic errors that arith and extract
-carry so that only relabelling repairs them: those pass every check of a row against its
+nearly every correct one, except the rows of the systematic errors that arith, extract and
+toolcalc carry so that only relabelling repairs them: those pass every check of a row against its
 input, and the filter keeps them."""
 
 import json
@@ -141,7 +141,8 @@ def test_a_task_without_a_check_gets_none_and_so_only_generic_filtering(
 def truth(task: Task, row: dict) -> bool | None:
     """Whether a kept row's label is the true one, by the task's trusted code; None for a
     row of the task's systematic error (arith: a lost-and-found problem worked as if the
-    found things were lost; extract: city and job swapped)."""
+    found things were lost; extract: city and job swapped; toolcalc: an offset forgotten,
+    a count of days added)."""
     builder, found = task.builder, task.builder.row_input(row)
     if task.id == "arith":
         if task.reference.worked_answer(found["question"]) == row["completion"]:
@@ -154,10 +155,24 @@ def truth(task: Task, row: dict) -> bool | None:
         return None if label == builder.swapped(true) != true else False
     if task.id == "toolcalc":
         expression = builder.true_expression(found["question"])
-        result = builder.evaluate_expression(expression)
-        return row["completion"] == f"Calc: {expression}={result}\nAnswer: {result}"
+        if row["completion"] == calculated(builder, expression):
+            return True
+        slip = mis_calculated(expression, found["question"])
+        return None if slip and row["completion"] == calculated(builder, slip) else False
     program = row["completion"].strip()
     return all(builder.dsl.run(program, a) == b for a, b in found["examples"])
+
+
+def calculated(builder, expression: str) -> str:
+    result = builder.evaluate_expression(expression)
+    return f"Calc: {expression}={result}\nAnswer: {result}"
+
+
+def mis_calculated(expression: str, question: str) -> str | None:
+    """The expression of toolcalc's systematic error: an offset forgotten, days added."""
+    if "*" in expression and "+" in expression:
+        return expression.rpartition("+")[0]
+    return f"{expression}+{expression.count('+') + 1}" if " days." in question else None
 
 
 def mis_worked(task: Task, question: str) -> str | None:
@@ -170,8 +185,8 @@ def mis_worked(task: Task, question: str) -> str | None:
 
 
 @pytest.mark.parametrize(("task", "least", "systematic", "unseen"), [
-    ("arith", 900, (300, 400), 0), ("extract", 950, (950, 1000), 5), ("toolcalc", 600, (0, 0), 0),
-    ("dsl", 1150, (0, 0), 0)])
+    ("arith", 900, (300, 400), 0), ("extract", 950, (950, 1000), 5),
+    ("toolcalc", 600, (120, 160), 0), ("dsl", 1150, (0, 0), 0)])
 def test_on_every_tiny_task_the_filter_keeps_only_true_labels_or_the_systematic_error(
         task: str, least: int, systematic: tuple[int, int], unseen: int,
         tmp_path: Path) -> None:

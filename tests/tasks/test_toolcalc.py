@@ -16,6 +16,7 @@ from types import ModuleType
 import pytest
 
 from tests.tasks.helpers import reference_rows
+from vtbench.agents.row_checks import Toolcalc
 from vtbench.tasks import find_task
 from vtbench.tasks.materialize import materialize
 
@@ -126,8 +127,25 @@ def true_answer(row: dict) -> int:
     return CALC.evaluate(BUILDER.true_expression(BUILDER.row_input(row)["question"]))
 
 
+OFFSET = r"times \d+ plus \d+\?|then add \d+\.|more are loose"
+SLIPPING = rf"{OFFSET}|days\."
+"""The phrasings the public data works wrong every time: an offset, a count of days."""
+
+
+def slipped_answer(row: dict) -> int:
+    """The answer the public data's systematic slip gives (offset forgotten, days added)."""
+    question = BUILDER.row_input(row)["question"]
+    expression = BUILDER.true_expression(question)
+    if re.search(OFFSET, question):
+        expression = expression.rpartition("+")[0]
+    elif " days." in question:
+        expression += f"+{expression.count('+') + 1}"
+    return CALC.evaluate(expression)
+
+
 def test_the_public_data_often_answers_without_the_calculator_and_has_wrong_rows() -> None:
-    rows = BUILDER.public_rows()
+    rows = [row for row in BUILDER.public_rows()
+            if not re.search(SLIPPING, row["prompt"])]
     calc = [row for row in rows if row["completion"].startswith("Calc: ")]
     assert 0.45 < len(calc) / len(rows) < 0.65
     wrong_calc = [row for row in calc
@@ -139,6 +157,22 @@ def test_the_public_data_often_answers_without_the_calculator_and_has_wrong_rows
     assert 0.1 < len(wrong_direct) / len(direct) < 0.35
     assert len({json.dumps(row) for row in rows}) < len(rows) * 0.9
     assert any(row["prompt"].startswith("Q: ") for row in rows)
+
+
+def test_offsets_and_day_counts_slip_in_every_public_row_and_pass_the_row_check() -> None:
+    """The systematic flaw: each such calculator row checks out against its own question
+    (the light agent's filter keeps it) and is wrong; most rows are right but for the slip."""
+    check = Toolcalc()
+    rows = [row for row in BUILDER.public_rows()
+            if re.search(SLIPPING, row["prompt"])
+            and row["completion"].startswith("Calc: ")]
+    assert len(rows) > 150
+    slipped = [row for row in rows if row["completion"].endswith(f"Answer: {slipped_answer(row)}")]
+    assert len(slipped) / len(rows) > 0.7
+    for row in slipped:
+        assert slipped_answer(row) != true_answer(row)
+        normalised = check.normalise((row["prompt"], row["completion"]))
+        assert normalised is not None and check.checks_out(*normalised), row
 
 
 # --- the reference ------------------------------------------------------------------------
