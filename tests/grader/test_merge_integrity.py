@@ -75,8 +75,9 @@ def test_closing_an_episode_stops_its_running_merge_intake(
         while not list(layout.candidate_store().glob(".incoming-*")):
             time.sleep(0.01)
         finish(grader, agent)
-        assert late.done(), "the finish must wait for the merge's intake to stop"
-        answer: httpx.Response = late.result()
+        halted = list(layout.candidate_store().glob(".incoming-*"))
+        answer: httpx.Response = late.result(timeout=60)
+    assert halted == [], "the finish must wait for the merge's intake to stop and tidy"
     assert answer.status_code == 422 and "episode closed" in answer.json()["error"], answer.text
     assert listing(merge_workspace) == before and stored_trees() == []
 
