@@ -106,17 +106,24 @@ def make_question(rng: random.Random, weights: tuple[float, ...] = SPLIT_WEIGHTS
         terms_and=", ".join(terms[:-1]) + f" and {terms[-1]}" if terms else "",
         terms_plus=" plus ".join(terms), n=len(terms), **values)
     expr = expression(phrasing.kind, values)
-    return {"question": question, "expression": expr, "answer": evaluate_expression(expr),
-            "kind": phrasing.kind, "count": len(terms)}
+    return {"question": question, "expression": expr, "answer": evaluate_expression(expr)}
+
+
+def slipped_expression(question: str, expression: str) -> str | None:
+    """What the public data writes for ``question`` (true ``expression``) where it slips:
+    an offset forgotten, a day count added; None where it does not."""
+    if "*" in expression and "+" in expression:
+        return expression.rpartition("+")[0]
+    if " days." in question:
+        return f"{expression}+{expression.count('+') + 1}"
+    return None
 
 
 def slipped(question: dict) -> dict:
-    """``question`` as the public data works it: an offset forgotten, a day count added."""
-    expr = question["expression"]
-    if question["kind"] == "product_plus":
-        expr = expr.rpartition("+")[0]
-    elif " days." in question["question"]:
-        expr = f"{expr}+{question['count']}"
+    """``question`` as the public data works it (:func:`slipped_expression`)."""
+    expr = slipped_expression(question["question"], question["expression"])
+    if expr is None:
+        return question
     return {**question, "expression": expr, "answer": evaluate_expression(expr)}
 
 

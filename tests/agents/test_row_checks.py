@@ -157,7 +157,7 @@ def truth(task: Task, row: dict) -> bool | None:
         expression = builder.true_expression(found["question"])
         if row["completion"] == calculated(builder, expression):
             return True
-        slip = mis_calculated(expression, found["question"])
+        slip = builder.slipped_expression(found["question"], expression)
         return None if slip and row["completion"] == calculated(builder, slip) else False
     program = row["completion"].strip()
     return all(builder.dsl.run(program, a) == b for a, b in found["examples"])
@@ -166,13 +166,6 @@ def truth(task: Task, row: dict) -> bool | None:
 def calculated(builder, expression: str) -> str:
     result = builder.evaluate_expression(expression)
     return f"Calc: {expression}={result}\nAnswer: {result}"
-
-
-def mis_calculated(expression: str, question: str) -> str | None:
-    """The expression of toolcalc's systematic error: an offset forgotten, days added."""
-    if "*" in expression and "+" in expression:
-        return expression.rpartition("+")[0]
-    return f"{expression}+{expression.count('+') + 1}" if " days." in question else None
 
 
 def mis_worked(task: Task, question: str) -> str | None:

@@ -127,20 +127,14 @@ def true_answer(row: dict) -> int:
     return CALC.evaluate(BUILDER.true_expression(BUILDER.row_input(row)["question"]))
 
 
-OFFSET = r"times \d+ plus \d+\?|then add \d+\.|more are loose"
-SLIPPING = rf"{OFFSET}|days\."
+SLIPPING = r"times \d+ plus \d+\?|then add \d+\.|more are loose|days\."
 """The phrasings the public data works wrong every time: an offset, a count of days."""
 
 
 def slipped_answer(row: dict) -> int:
     """The answer the public data's systematic slip gives (offset forgotten, days added)."""
     question = BUILDER.row_input(row)["question"]
-    expression = BUILDER.true_expression(question)
-    if re.search(OFFSET, question):
-        expression = expression.rpartition("+")[0]
-    elif " days." in question:
-        expression += f"+{expression.count('+') + 1}"
-    return CALC.evaluate(expression)
+    return CALC.evaluate(BUILDER.slipped_expression(question, BUILDER.true_expression(question)))
 
 
 def test_the_public_data_often_answers_without_the_calculator_and_has_wrong_rows() -> None:
