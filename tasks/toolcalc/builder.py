@@ -11,9 +11,9 @@ answer directly without the calculator, some answers and calculator lines are wr
 duplicates, format junk, and a phrasing mix that differs from the evaluation splits. One
 flaw is systematic and passes every check of a row against its own question (the numbers
 used are the question's, the result is computed right, the answer is the result): every
-"plus/then add/more are loose" row forgets its offset, and every "apples on N days" row
-adds the day count to the sum (:func:`slipped`); only reading the question again
-(relabelling) repairs them.
+"plus/then add/more are loose" row forgets its offset, every sum written with "plus" its
+last term, and every "apples on N days" row adds the day count to the sum
+(:func:`slipped`); only reading the question again (relabelling) repairs them.
 Number ranges, noise rates and phrasing weights are parameters, so calibration can tune
 them.
 """
@@ -111,8 +111,9 @@ def make_question(rng: random.Random, weights: tuple[float, ...] = SPLIT_WEIGHTS
 
 def slipped_expression(question: str, expression: str) -> str | None:
     """What the public data writes for ``question`` (true ``expression``) where it slips:
-    an offset forgotten, a day count added; None where it does not."""
-    if "*" in expression and "+" in expression:
+    the last number added forgotten (an offset, a "plus" sum's last term), a day count
+    added; None where it does not."""
+    if "*" in expression and "+" in expression or " plus " in question:
         return expression.rpartition("+")[0]
     if " days." in question:
         return f"{expression}+{expression.count('+') + 1}"

@@ -179,7 +179,7 @@ def mis_worked(task: Task, question: str) -> str | None:
 
 @pytest.mark.parametrize(("task", "least", "systematic", "unseen"), [
     ("arith", 900, (300, 400), 0), ("extract", 950, (950, 1000), 5),
-    ("toolcalc", 600, (120, 160), 0), ("dsl", 1150, (0, 0), 0)])
+    ("toolcalc", 600, (320, 360), 0), ("dsl", 1150, (0, 0), 0)])
 def test_on_every_tiny_task_the_filter_keeps_only_true_labels_or_the_systematic_error(
         task: str, least: int, systematic: tuple[int, int], unseen: int,
         tmp_path: Path) -> None:

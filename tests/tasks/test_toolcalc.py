@@ -127,7 +127,7 @@ def true_answer(row: dict) -> int:
     return CALC.evaluate(BUILDER.true_expression(BUILDER.row_input(row)["question"]))
 
 
-SLIPPING = r"times \d+ plus \d+\?|then add \d+\.|more are loose|days\."
+SLIPPING = r" plus \d+\?|then add \d+\.|more are loose|days\."
 """The phrasings the public data works wrong every time: an offset, a count of days."""
 
 
