@@ -45,6 +45,15 @@ class Gpu:
     name: str
 
 
+OUT_OF_MEMORY = ("torch.OutOfMemoryError", "CUDA out of memory")
+"""What a PyTorch program prints when the GPU's memory ran out."""
+
+
+def ran_out_of_memory(output: str) -> bool:
+    """Whether a training's output says that it ran out of GPU memory."""
+    return any(mark in output for mark in OUT_OF_MEMORY)
+
+
 def parse_inventory(csv: str) -> list[Gpu]:
     """``nvidia-smi --query-gpu=index,name --format=csv,noheader`` output as GPUs."""
     gpus = []

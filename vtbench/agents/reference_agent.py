@@ -7,11 +7,12 @@ researcher would, one change at a time so every validation can be attributed:
 
 1. validate the initial model (baseline);
 2. clean the data, retrain with the initial trainer, validate;
-3. change the trainer (algorithm and hyperparameters), train two seeds in parallel,
-   validate both;
+3. change the trainer (algorithm and hyperparameters), train two seeds in parallel (one
+   that runs out of GPU memory beside the other trains again alone), validate both;
 4. where the harness is editable, improve it and validate the best model with it;
 5. merge the two seeds (linear), validate;
-6. submit the best validated (model, harness).
+6. submit the best validated (model, harness); a training that fails ends the steps
+   early, with the same submission.
 
 It watches the clock like every scripted agent (:mod:`vtbench.agents.scripted`): when the
 episode's deadline is :data:`SUBMIT_MARGIN_S` away and it has not submitted yet, it
@@ -22,12 +23,18 @@ episode.
 
 import argparse
 import os
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from vtbench.agents.scripted import SUBMIT_MARGIN_S as SUBMIT_MARGIN_S
-from vtbench.agents.scripted import WORKSPACE, BestSoFar, speaker, train
+from vtbench.agents.scripted import (
+    WORKSPACE,
+    BestSoFar,
+    TrainingFailed,
+    TrainingOutOfMemory,
+    speaker,
+    train,
+)
 from vtbench.client import GraderClient
 from vtbench.tasks.materialize import apply_reference
 from vtbench.tasks.registry import Task, load_task
@@ -42,15 +49,23 @@ class Researcher:
         self.board = BestSoFar(client, say)
 
     def run(self) -> None:
+        """The steps of the module's docstring; a training that fails ends them early, and the
+        agent submits the best it validated before (saying which training failed and why)."""
+        self.board.watch_the_clock()
+        try:
+            self.research()
+        except TrainingFailed as failure:
+            say(str(failure))
+            self.board.submit_best("a training failed")
+        self.board.submit_best("done")
+
+    def research(self) -> None:
         board = self.board
-        board.watch_the_clock()
         board.validate("models/initial")
         apply_reference(self.task, WORKSPACE, components=("data",))
         board.validate(train("clean-data", self.seed, say))
         apply_reference(self.task, WORKSPACE, components=("trainer",))
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            models = list(pool.map(partial(train, say=say), ["tuned-a", "tuned-b"],
-                                   [self.seed, self.seed + 1]))
+        models = train_side_by_side(["tuned-a", "tuned-b"], [self.seed, self.seed + 1])
         scores = {model: board.validate(model) for model in models}
         best = max(scores, key=lambda m: scores[m])
         if self.harness:
@@ -59,8 +74,24 @@ class Researcher:
         merged = self.client.merge("linear", models, [0.5, 0.5], "models/merged")
         say(f"merged {models} into {merged.model}")
         board.validate("models/merged", harness=self.harness)
-        board.submit_best("done")
 
+
+def train_side_by_side(names: list[str], seeds: list[int],
+                       workspace: Path = WORKSPACE) -> list[str]:
+    """Train the models at once; one that ran out of GPU memory beside the others (one GPU
+    shared by them) is trained again alone after them."""
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        futures = [pool.submit(train, name, seed, say, workspace)
+                   for name, seed in zip(names, seeds, strict=True)]
+        wait(futures)
+    models = []
+    for name, seed, future in zip(names, seeds, futures, strict=True):
+        if isinstance(future.exception(), TrainingOutOfMemory):
+            say(f"training {name} ran out of GPU memory beside another: training it alone")
+            models.append(train(name, seed, say, workspace))
+        else:
+            models.append(future.result())
+    return models
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="built-in reference agent")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from vtbench.agents.base import AgentContext
 from vtbench.client import GraderClient, seconds_left
+from vtbench.gpus import ran_out_of_memory
 
 WORKSPACE = Path("/workspace")
 SUBMIT_MARGIN_S = 30.0
@@ -48,6 +49,10 @@ class TrainingFailed(SystemExit):
     """The trainer exited with an error; uncaught, the agent exits with its message."""
 
 
+class TrainingOutOfMemory(TrainingFailed):
+    """The trainer ran out of GPU memory (another training may have held some of it)."""
+
+
 def speaker(agent: str) -> Say:
     def say(message: str) -> None:
         print(f"[{agent} agent] {message}", flush=True)
@@ -63,7 +68,8 @@ def train(name: str, seed: int, say: Say, workspace: Path = WORKSPACE) -> str:
                "--seed", str(seed)]
     done = subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise TrainingFailed(f"training {name} failed: {done.stdout[-300:]}{done.stderr[-300:]}")
+        failure = TrainingOutOfMemory if ran_out_of_memory(done.stderr) else TrainingFailed
+        raise failure(f"training {name} failed: {done.stdout[-300:]}{done.stderr[-300:]}")
     say(f"trained {out}")
     return out
 

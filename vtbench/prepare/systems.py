@@ -22,7 +22,7 @@ from pathlib import Path
 
 from vtbench.agents.light_agent import first_candidate
 from vtbench.errors import VtbenchError
-from vtbench.gpus import MEMORY_FRACTION_ENV
+from vtbench.gpus import MEMORY_FRACTION_ENV, ran_out_of_memory
 from vtbench.tasks.materialize import COMPONENTS, apply_reference, materialize
 from vtbench.tasks.registry import Task
 
@@ -72,9 +72,6 @@ class TrainingFailed(VtbenchError):
 
 class TrainingOutOfMemory(TrainingFailed):
     """The training ran out of GPU memory (CUDA's ``OutOfMemoryError``)."""
-
-
-OUT_OF_MEMORY = ("torch.OutOfMemoryError", "CUDA out of memory")
 
 
 EPISODE_SYSTEMS = ("initial", "reference")
@@ -153,8 +150,7 @@ def train_system(task: Task, folder: Path, base: Path, seed: int,
     if process.wait() != 0:
         shutil.rmtree(model, ignore_errors=True)
         tail = "".join(lines[-3:]).strip().replace("\n", " | ")
-        failure = (TrainingOutOfMemory if any(mark in line for line in lines
-                                              for mark in OUT_OF_MEMORY) else TrainingFailed)
+        failure = TrainingOutOfMemory if ran_out_of_memory("".join(lines)) else TrainingFailed
         raise failure(f"training {task.id}/{folder.name} failed: {tail[-400:]}")
     model.with_name(model.name + ".complete").touch()
     return model

@@ -1,0 +1,71 @@
+"""The reference agent's trainings side by side: one that runs out of GPU memory beside the
+other trains again alone (one GPU, shared by the episode's trainings)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from vtbench.agents.reference_agent import train_side_by_side
+from vtbench.agents.scripted import TrainingFailed, TrainingOutOfMemory, train
+from vtbench.gpus import ran_out_of_memory
+
+# A trainer whose device holds one training at a time: a second one started while the
+# first runs fails as PyTorch does when the GPU's memory is gone.
+ONE_AT_A_TIME_TRAINER = """
+import argparse, os, sys, time
+from pathlib import Path
+parser = argparse.ArgumentParser()
+for flag in ("--base", "--out", "--seed"):
+    parser.add_argument(flag)
+args = parser.parse_args()
+try:
+    held = os.open("device.lock", os.O_CREAT | os.O_EXCL)
+except FileExistsError:
+    sys.exit("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+time.sleep(1.0)
+Path(args.out).mkdir(parents=True)
+(Path(args.out) / "seed").write_text(args.seed)
+with open("trainings.log", "a") as log:
+    log.write(args.out + "\\n")
+os.close(held)
+os.unlink("device.lock")
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "train.py").write_text(ONE_AT_A_TIME_TRAINER)
+    return tmp_path
+
+
+def test_a_training_that_ran_out_of_gpu_memory_beside_another_trains_again_alone(
+        workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    models = train_side_by_side(["tuned-a", "tuned-b"], [0, 1], workspace)
+    assert models == ["models/tuned-a", "models/tuned-b"]
+    assert [(workspace / m / "seed").read_text() for m in models] == ["0", "1"]
+    assert sorted((workspace / "trainings.log").read_text().split()) == models
+    assert "ran out of GPU memory beside another: training it alone" in capsys.readouterr().out
+
+
+def test_a_training_that_fails_otherwise_is_not_trained_again(workspace: Path) -> None:
+    (workspace / "trainer" / "train.py").write_text("import sys; sys.exit('bad config')\n")
+    with pytest.raises(TrainingFailed) as failure:
+        train_side_by_side(["tuned-a", "tuned-b"], [0, 1], workspace)
+    assert not isinstance(failure.value, TrainingOutOfMemory)
+    assert "bad config" in str(failure.value)
+
+
+def test_out_of_memory_is_told_by_the_trainer_output_not_its_last_lines(
+        workspace: Path) -> None:
+    """PyTorch's message ends with advice about the allocator, hundreds of characters after
+    the words that say the memory ran out."""
+    advice = "If reserved but unallocated memory is large try setting ... " * 20
+    (workspace / "trainer" / "train.py").write_text(
+        f"import sys; sys.stderr.write('torch.OutOfMemoryError: CUDA out of memory. '"
+        f" + {advice!r}); sys.exit(1)\n")
+    with pytest.raises(TrainingOutOfMemory):
+        train("tuned-a", 0, print, workspace)
+    assert ran_out_of_memory("RuntimeError: CUDA out of memory. Tried to allocate")
+    assert not ran_out_of_memory(f"{sys.executable}: can't open file 'trainer/train.py'")
