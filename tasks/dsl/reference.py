@@ -3,7 +3,9 @@
 Data: read every row's program in the documented syntax (the rows written with commas or
 in capitals rewritten), keep the rows whose program reproduces their examples with the
 public interpreter, remove duplicates, and synthesise the three-step items the data lacks.
-Trainer: completion-only loss, warm-up and cosine decay, 400 steps (the initial 300).
+Trainer: every program of the data also shown on new words (two more rows per row, made
+with the interpreter: ``reference_trainer/fresh_examples.py``), the loss kept on every token,
+warm-up and cosine decay, 400 steps (the initial 300).
 Harness: sample programs and keep one that reproduces the shown examples.
 """
 
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import tomli_w
 
-from vtbench.tasks.tiny_reference import improve_trainer, read_rows, write_rows
+from vtbench.tasks.tiny_reference import read_rows, set_hyperparameters, write_rows
 
 HERE = Path(__file__).parent
 
@@ -43,8 +45,21 @@ def apply_data(data_dir: Path, task) -> None:
     write_rows(data_dir, list(cleaned.values()))
 
 
+READS_ROWS = "for row in load_rows(data)]"
+READS_FRESH_ROWS = "for row in with_fresh_examples(load_rows(data), seed)]"
+IMPORTS = "from transformers.utils import logging as hf_logging\n"
+
+
 def apply_trainer(trainer_dir: Path, task) -> None:
-    improve_trainer(trainer_dir, steps=400, lr=1e-3, schedule="cosine", warmup_steps=20)
+    shutil.copy(HERE / "public" / "harness" / "dsl.py", trainer_dir / "dsl.py")
+    shutil.copy(HERE / "reference_trainer" / "fresh_examples.py", trainer_dir)
+    code = trainer_dir / "train.py"
+    text = code.read_text()
+    if text.count(READS_ROWS) != 1 or IMPORTS not in text:
+        raise ValueError(f"{code}: not the initial trainer's way of reading its rows")
+    text = text.replace(IMPORTS, IMPORTS + "\nfrom fresh_examples import with_fresh_examples\n")
+    code.write_text(text.replace(READS_ROWS, READS_FRESH_ROWS))
+    set_hyperparameters(trainer_dir, steps=400, lr=1e-3, schedule="cosine", warmup_steps=20)
 
 
 def apply_harness(harness_dir: Path, task) -> None:

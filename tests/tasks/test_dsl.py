@@ -1,16 +1,22 @@
 """The dsl task needs the model: a search of the documented programs without it, within the
-harness's CPU budget, scores far below the reference system."""
+harness's CPU budget, scores far below the reference system. The reference's trainer shows
+every program of the data on new words, and still trains."""
 
+import json
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.evaluation.conftest import tiny_model, write_harness  # noqa: F401
 from vtbench.evaluation import evaluate
+from vtbench.layout import REPO_ROOT
 from vtbench.tasks import find_task
 from vtbench.tasks.store import ensure_splits
+from vtbench.tasks.tiny_reference import read_rows
 
 # The reference system's val score (README, Calibration: the mean of three seeds).
 REFERENCE_VAL = 0.319
@@ -84,3 +90,44 @@ def test_a_model_free_search_within_the_harness_cpu_budget_stays_below_the_refer
     result = evaluate(task, tiny_model, "val", harness_dir=harness)
     assert result.error is None and result.n == task.spec.splits.val
     assert result.score < REFERENCE_VAL / 2
+
+
+def reference_trainer(folder: Path) -> Path:
+    task = find_task("dsl")
+    trainer = shutil.copytree(REPO_ROOT / "tasks" / "_tiny" / "trainer", folder / "trainer")
+    task.reference.apply_trainer(trainer, task)
+    return trainer
+
+
+def test_the_reference_trainer_shows_every_program_that_runs_on_two_more_sets_of_words(
+        tmp_path: Path) -> None:
+    task = find_task("dsl")
+    rows = read_rows(task.root / "public" / "data")
+    script = ("import json, sys\nfrom fresh_examples import with_fresh_examples\n"
+              "print(json.dumps(with_fresh_examples(json.load(sys.stdin), seed=0)))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=reference_trainer(tmp_path),
+                          input=json.dumps(rows), capture_output=True, text=True, check=True)
+    seen = json.loads(done.stdout)
+    runs = [task.builder.dsl.parse(row["completion"]) is not None for row in rows]
+    assert len(seen) == 3 * sum(runs) + runs.count(False)
+    assert 0.8 < sum(runs) / len(rows) < 0.95  # the rows in other syntaxes only once
+    fresh = [row for row in seen if row not in rows]
+    assert len(fresh) == 2 * sum(runs)
+    for row in fresh:
+        program = row["completion"].strip()
+        for source, target in task.builder.row_input(row)["examples"]:
+            assert task.builder.dsl.run(program, source) == target
+
+
+def test_the_reference_trainer_trains(tmp_path: Path) -> None:
+    trainer = reference_trainer(tmp_path)
+    config = (trainer / "config.toml").read_text().replace("steps = 400", "steps = 2")
+    (trainer / "config.toml").write_text(config)
+    data = shutil.copytree(find_task("dsl").root / "public" / "data", tmp_path / "data")
+    done = subprocess.run(
+        [sys.executable, "trainer/train.py", "--base", str(REPO_ROOT / "models" / "tiny-base"),
+         "--data", str(data), "--out", "model"], cwd=tmp_path, capture_output=True, text=True,
+        timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = json.loads((tmp_path / "model" / "train_log.json").read_text())
+    assert log["rows"] > 2 * len(read_rows(data))
