@@ -48,13 +48,25 @@ def validate(path: Path, as_json: JsonFlag = False) -> None:
 
 
 @app.command("scores")
-def scores(as_json: JsonFlag = False) -> None:
-    """Initial, reference and ablation scores of every prepared task."""
+def scores(
+    task: Annotated[list[str] | None, typer.Option(
+        "--task", "-t", help="Task id or task pack folder (repeatable); default: every "
+                             "prepared built-in task.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Initial, reference and ablation scores of every prepared task (or of those named)."""
     from vtbench.cli.prepare import SCORE_COLUMNS, scores_rows
+    from vtbench.errors import NotPrepared
     from vtbench.prepare import task_scores
     from vtbench.prepare.prepare import scores_path
 
-    rows = [task_scores(t) for t in builtin_tasks() if scores_path(t).exists()]
+    chosen = [find_task(name) for name in task] if task else builtin_tasks()
+    unprepared = [t for t in chosen if not scores_path(t).exists()]
+    if task and unprepared:
+        name = task[chosen.index(unprepared[0])]
+        raise NotPrepared(f"task {unprepared[0].id!r} is not prepared",
+                          hint=f"run: vtbench prepare --task {name}")
+    rows = [task_scores(t) for t in chosen if t not in unprepared]
     if as_json:
         print_json(rows)
         return
