@@ -47,7 +47,10 @@ GENERATOR_VERSION = 4
 
 
 def cache_file(lib: Library) -> Path:
-    return cache_root() / f"{lib.release}-{lib.sha256[:12]}.v{GENERATOR_VERSION}.jsonl"
+    """Named by everything that decides the instances: the sdist, this generator's version
+    and the library's mutant count."""
+    return cache_root() / (f"{lib.release}-{lib.sha256[:12]}.v{GENERATOR_VERSION}"
+                           f".m{lib.mutants}.jsonl")
 
 
 def cached(lib: Library) -> list[dict]:
