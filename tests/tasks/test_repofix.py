@@ -3,6 +3,7 @@ libraries (inflection, the smallest training library: its suite runs in about a 
 The tests on generated instances are slow: generating them takes minutes."""
 
 import ast
+import dataclasses
 import importlib
 import json
 import time
@@ -178,6 +179,12 @@ def test_the_generated_cache_is_reused(generated: list[dict], tmp_path: Path,
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row) + "\n" for row in generated))
     assert instances.cached(lib) == generated
+
+
+def test_a_changed_mutant_count_does_not_reuse_the_cache() -> None:
+    lib = libraries.library("inflection")
+    fewer = dataclasses.replace(lib, mutants=lib.mutants - 1)
+    assert instances.cache_file(fewer) != instances.cache_file(lib)
 
 
 def test_no_task_library_is_importable_in_the_harness_sandbox(tmp_path: Path) -> None:
