@@ -1,9 +1,10 @@
 """repofix's instance generation: counts per library and bug kind, and its time.
 
 Generates (or reads from the cache, ``$VTBENCH_GENERATED``) every library's instances and
-prints a Markdown table: instances per library and per kind, failing tests per instance,
-and the wall and CPU seconds of each library generated in this run (a cached one shows
-none). ``--fresh NAME`` generates that library into a temporary cache to time it.
+prints a Markdown table: the mutants each library tries, its instances and those per kind,
+failing tests per instance, and the wall and CPU seconds of each library generated in this
+run (a cached one shows none). ``--fresh NAME`` generates that library into a temporary
+cache to time it.
 
     python bench/repofix_generate.py [--fresh toolz]
 """
@@ -44,9 +45,9 @@ def main() -> None:
         os.environ["VTBENCH_GENERATED"] = tempfile.mkdtemp()
     libraries = BUILDER._module("libraries").libraries()
     kinds = BUILDER._module("mutants").KINDS
-    print("| library | role | instances | " + " | ".join(kinds) + " | failing 1/2/3/4/5 | "
-          "wall s | CPU s |")
-    print("|---" * (len(kinds) + 6) + "|")
+    print("| library | role | mutants | instances | " + " | ".join(kinds)
+          + " | failing 1/2/3/4/5 | wall s | CPU s |")
+    print("|---" * (len(kinds) + 7) + "|")
     for lib in libraries:
         if args.fresh and lib.name != args.fresh:
             continue
@@ -54,7 +55,7 @@ def main() -> None:
         by_kind = Counter(row["kind"] for row in rows)
         failing = Counter(len(row["failing"]) for row in rows)
         timing = [f"{wall:.0f}" if wall else "cached", f"{used:.0f}" if used else "cached"]
-        print(f"| {lib.name} | {lib.role} | {len(rows)} | "
+        print(f"| {lib.name} | {lib.role} | {lib.mutants} | {len(rows)} | "
               + " | ".join(str(by_kind[k]) for k in kinds) + " | "
               + "/".join(str(failing[n]) for n in range(1, 6)) + " | " + " | ".join(timing)
               + " |", flush=True)

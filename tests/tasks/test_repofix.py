@@ -3,8 +3,10 @@ libraries (inflection, the smallest training library: its suite runs in about a 
 The tests on generated instances are slow: generating them takes minutes."""
 
 import ast
+import dataclasses
 import importlib
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -22,8 +24,8 @@ def module(name: str):
     return importlib.import_module(f"{LIB.__name__}.{name}")
 
 
-libraries, instances, mutants, trees = (module(n) for n in (
-    "libraries", "instances", "mutants", "trees"))
+libraries, instances, mutants, suite, trees = (module(n) for n in (
+    "libraries", "instances", "mutants", "suite", "trees"))
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +38,9 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
 
 def test_every_library_is_pinned_by_hash_in_one_role_with_its_licence() -> None:
     found = libraries.libraries()
-    assert len(found) >= 8 and len({lib.name for lib in found}) == len(found)
+    assert len({lib.name for lib in found}) == len(found)
     assert {lib.role for lib in found} == {"training", "val", "test"}
+    assert len([lib for lib in found if lib.role != "training"]) >= 8
     for lib in found:
         assert len(lib.sha256) == 64
         assert (libraries.VENDORED / "licenses" / f"{lib.release}.txt").is_file()
@@ -65,6 +68,33 @@ def test_every_mutant_removes_code_and_still_parses() -> None:
             assert len(changed) < len(source)
             seen[mutant.kind] += 1
     assert set(seen) <= set(mutants.KINDS) and len(seen) >= 4
+
+
+def test_a_mutants_run_stops_at_the_failure_that_drops_it(tmp_path: Path) -> None:
+    (tmp_path / "test_many.py").write_text(
+        "import pytest\n\n@pytest.mark.parametrize('n', range(20))\n"
+        "def test_fails(n):\n    assert n < 0\n")
+    run = suite.run_local(tmp_path, ".", ["test_many.py"], timeout=60,
+                          max_failures=instances.MAX_FAILING + 1)
+    assert len(run.failed()) == instances.MAX_FAILING + 1 == len(run.results)
+
+
+def test_a_mutant_that_spins_is_killed_at_its_cpu_seconds(tmp_path: Path) -> None:
+    (tmp_path / "test_spin.py").write_text("def test_spins():\n    while True:\n        pass\n")
+    started = time.monotonic()
+    run = suite.run_local(tmp_path, ".", ["test_spin.py"], timeout=120, cpu_seconds=1)
+    assert not run.timed_out and not run.results and time.monotonic() - started < 60
+    assert not list(tmp_path.glob("core*"))
+
+
+def test_generation_and_scoring_run_pytest_without_the_plugins_installed_beside_it(
+        tmp_path: Path) -> None:
+    (tmp_path / "test_plain.py").write_text(
+        "import sys\n\ndef test_no_plugin():\n"
+        "    assert not {'_hypothesis_pytestplugin', 'anyio'} & set(sys.modules)\n")
+    local = suite.run_local(tmp_path, ".", ["test_plain.py"], timeout=60)
+    sandboxed = suite.run_sandboxed(tmp_path, ".", ["test_plain.py"], timeout=60)
+    assert local.passed() == sandboxed.passed() == ["test_plain.py::test_no_plugin"]
 
 
 @pytest.mark.slow
@@ -149,6 +179,12 @@ def test_the_generated_cache_is_reused(generated: list[dict], tmp_path: Path,
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row) + "\n" for row in generated))
     assert instances.cached(lib) == generated
+
+
+def test_a_changed_mutant_count_does_not_reuse_the_cache() -> None:
+    lib = libraries.library("inflection")
+    fewer = dataclasses.replace(lib, mutants=lib.mutants - 1)
+    assert instances.cache_file(fewer) != instances.cache_file(lib)
 
 
 def test_no_task_library_is_importable_in_the_harness_sandbox(tmp_path: Path) -> None:

@@ -3,17 +3,20 @@ when 1 to 5 tests fail (trusted task code, run by ``prepare``).
 
 The library's suite runs once on the pristine tree with a call trace, which tells for each
 function the tests that call it; a mutant then runs only those tests (all of them where the
-function runs at import), so one library takes minutes, not hours. A mutant is kept when
-1-5 tests fail, every failing test passes on the pristine tree and can be taken out of the
-tree, and the pristine suite runs in at most :data:`SUITE_CPU_SECONDS`; at most
-:data:`PER_FUNCTION` instances come from one function. Mutants are tried in rounds of
-:data:`ROUND` on as many copies of the tree as the process may use cores, and each round
-is decided in the candidates' order, so the instances do not depend on the number of
-cores. The result is cached per library in the private store, so splits are drawn from
-it without generating again.
+function runs at import), stops at the sixth failure (the mutant is dropped whatever the
+rest do) and is killed past :data:`HANG_FACTOR` times the pristine suite's CPU time, so
+one library takes a few minutes. A mutant is kept when 1-5 tests fail, every failing test
+passes on the pristine tree and can be taken out of the tree, and the pristine suite runs
+in at most :data:`SUITE_CPU_SECONDS`; at most :data:`PER_FUNCTION` instances come from one
+function, and a library tries its ``mutants`` (``libraries.toml``). Mutants are tried in
+rounds of :data:`ROUND` on as many copies of the tree as the process may use cores, and
+each round is decided in the candidates' order, so the instances do not depend on the
+number of cores. The result is cached per library in the private store, so splits are
+drawn from it without generating again.
 """
 
 import json
+import math
 import os
 import queue
 import random
@@ -32,17 +35,22 @@ from .testfiles import removable
 MIN_FAILING, MAX_FAILING = 1, 5
 PER_FUNCTION = 2
 SUITE_CPU_SECONDS = 10.0
-MUTANT_TIMEOUT = 20.0
-"""A mutant whose selected tests run longer (a removed loop step that never ends) is dropped."""
-MAX_MUTANTS = {"training": 100, "val": 300, "test": 300}
-"""Mutants tried per library of each role (val and test need the most instances)."""
+MUTANT_TIMEOUT = 30.0
+"""Wall clock of one mutant's run, for a mutant that hangs without using the CPU (the CPU
+limit stops the others, however busy the machine is)."""
+HANG_FACTOR = 2.0
+"""A mutant's run is killed after this many times the pristine suite's CPU time (plus a
+second): a removed loop step that never ends costs a few CPU-seconds, not the timeout."""
 ROUND = 16
 """Mutants tried side by side, then kept or dropped in their order."""
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 
 
 def cache_file(lib: Library) -> Path:
-    return cache_root() / f"{lib.release}-{lib.sha256[:12]}.v{GENERATOR_VERSION}.jsonl"
+    """Named by everything that decides the instances: the sdist, this generator's version
+    and the library's mutant count."""
+    return cache_root() / (f"{lib.release}-{lib.sha256[:12]}.v{GENERATOR_VERSION}"
+                           f".m{lib.mutants}.jsonl")
 
 
 def cached(lib: Library) -> list[dict]:
@@ -50,7 +58,7 @@ def cached(lib: Library) -> list[dict]:
     path = cache_file(lib)
     if path.is_file():
         return [json.loads(line) for line in path.read_text().splitlines()]
-    found = generate(lib, MAX_MUTANTS[lib.role])
+    found = generate(lib, lib.mutants)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     partial.write_text("".join(json.dumps(row) + "\n" for row in found))
@@ -65,15 +73,17 @@ def covering(calls: dict[str, list[str]], key: str) -> list[str] | None:
     return sorted(test for test, keys in calls.items() if test and key in keys)
 
 
-def baseline(lib: Library, tree: Path) -> SuiteRun:
-    """The pristine suite's results and call trace; the suite must pass and take at most
-    :data:`SUITE_CPU_SECONDS` untraced (the trace slows it several times)."""
+def baseline(lib: Library, tree: Path) -> tuple[SuiteRun, int]:
+    """The pristine suite's results and call trace, and the CPU-seconds a mutant's run may
+    take; the suite must pass and take at most :data:`SUITE_CPU_SECONDS` untraced (the trace
+    slows it several times)."""
     plain = run_local(tree, lib.pythonpath, list(lib.tests), timeout=300)
     if plain.cpu_seconds > SUITE_CPU_SECONDS or not plain.passed():
         raise RuntimeError(f"{lib.release}: its suite takes {plain.cpu_seconds:.1f} CPU-s and "
                            f"passes {len(plain.passed())} tests; pick another library")
-    return run_local(tree, lib.pythonpath, list(lib.tests), timeout=600,
-                     trace=str(tree / lib.package))
+    traced = run_local(tree, lib.pythonpath, list(lib.tests), timeout=600,
+                       trace=str(tree / lib.package))
+    return traced, math.ceil(HANG_FACTOR * plain.cpu_seconds) + 1
 
 
 def candidates(lib: Library, tree: Path) -> list[tuple[str, Mutant]]:
@@ -88,7 +98,7 @@ def generate(lib: Library, max_mutants: int, workers: int | None = None) -> list
     (default: the cores this process may use)."""
     with tempfile.TemporaryDirectory() as scratch:
         tree = copy_tree(unpacked(lib), Path(scratch) / lib.release)
-        pristine = baseline(lib, tree)
+        pristine, cpu_limit = baseline(lib, tree)
         passing = set(pristine.passed())
         calls = pristine.calls or {}
         count = workers or len(os.sched_getaffinity(0))
@@ -99,7 +109,7 @@ def generate(lib: Library, max_mutants: int, workers: int | None = None) -> list
         def attempt_on_a_copy(path: str, mutant: Mutant, tests: list[str] | None) -> dict | None:
             copy = spare.get()
             try:
-                return attempt(lib, copy, path, mutant, tests, passing)
+                return attempt(lib, copy, path, mutant, tests, passing, cpu_limit)
             finally:
                 spare.put(copy)
 
@@ -144,13 +154,16 @@ def rounds(lib: Library, tree: Path, calls: dict[str, list[str]],
 
 
 def attempt(lib: Library, tree: Path, path: str, mutant: Mutant, tests: list[str] | None,
-            passing: set[str]) -> dict | None:
+            passing: set[str], cpu_limit: int) -> dict | None:
+    """The mutant's instance, or None; its run stops at the first failure past
+    :data:`MAX_FAILING`, which decides it as the whole run would."""
     file = tree / path
     original = file.read_text()
     file.write_text(mutant.apply(original))
     try:
         run = run_local(tree, lib.pythonpath, tests if tests is not None else list(lib.tests),
-                        timeout=MUTANT_TIMEOUT)
+                        timeout=MUTANT_TIMEOUT, max_failures=MAX_FAILING + 1,
+                        cpu_seconds=cpu_limit)
     finally:
         file.write_text(original)
     failing = run.failed()

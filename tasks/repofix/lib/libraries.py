@@ -32,6 +32,9 @@ class Library:
     """The folder of the tree that is mutated (and the only one a patch may change)."""
     tests: tuple[str, ...]
     pythonpath: str
+    mutants: int
+    """How many mutants generation tries (chosen from the CPU-seconds a mutant's tests
+    take, so one library generates in minutes)."""
 
     @property
     def release(self) -> str:
@@ -43,7 +46,8 @@ def libraries(role: str | None = None) -> list[Library]:
     table = tomllib.loads((VENDORED / "libraries.toml").read_text())
     found = [Library(name=name, sdist=entry["sdist"], sha256=entry["sha256"],
                      role=entry["role"], package=entry["package"], tests=tuple(entry["tests"]),
-                     pythonpath=entry["pythonpath"]) for name, entry in table.items()]
+                     pythonpath=entry["pythonpath"], mutants=entry["mutants"])
+             for name, entry in table.items()]
     assert all(library.role in ROLES for library in found)
     return [library for library in found if role is None or library.role == role]
 

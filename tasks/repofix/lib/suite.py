@@ -2,7 +2,9 @@
 
 pytest runs with the task's report plugin (``runtime/repofix_report.py``), which writes
 every test's outcome with its crash message and report text as JSON: the issue text and
-the scorer read that, never pytest's one-line summary. :func:`run_local` runs the task's
+the scorer read that, never pytest's one-line summary. Plugins installed beside pytest are
+not loaded (none of the libraries' suites uses one, and hypothesis's alone costs most of a
+second at every start). :func:`run_local` runs the task's
 own pinned code (instance generation); :func:`run_sandboxed` runs a tree that a candidate's
 patch changed, in a bubblewrap sandbox with no network and CPU, memory and process limits.
 """
@@ -23,6 +25,7 @@ PYTEST_ARGS = ["-p", "repofix_report", "-p", "no:cacheprovider", "-o", "addopts=
 INSIDE_TREE = Path("/repo")
 INSIDE_RUNTIME = Path("/repofix-runtime")
 INSIDE_OUT = Path("/out")
+QUIET_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,9 @@ class SuiteRun:
         return sorted(t for t, r in self.results.items() if r["outcome"] == "passed")
 
 
-def pytest_argv(tests: list[str]) -> list[str]:
-    return [sys.executable, "-m", "pytest", *PYTEST_ARGS, *tests]
+def pytest_argv(tests: list[str], max_failures: int | None = None) -> list[str]:
+    stop = [f"--maxfail={max_failures}"] if max_failures else []
+    return [sys.executable, "-m", "pytest", *PYTEST_ARGS, *stop, *tests]
 
 
 def read_report(path: Path, cpu: float, timed_out: bool) -> SuiteRun:
@@ -54,19 +58,25 @@ def read_report(path: Path, cpu: float, timed_out: bool) -> SuiteRun:
 
 
 def run_local(tree: Path, pythonpath: str, tests: list[str], timeout: float,
-              trace: str | None = None) -> SuiteRun:
-    """The suite (or the given test ids) of a tree of the task's own code, unsandboxed."""
+              trace: str | None = None, max_failures: int | None = None,
+              cpu_seconds: int | None = None) -> SuiteRun:
+    """The suite (or the given test ids) of a tree of the task's own code, unsandboxed;
+    pytest stops after ``max_failures`` failures and is killed after ``cpu_seconds`` of
+    CPU time (a limit that, unlike the wall clock, other work on the machine leaves alone)."""
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
-        env = {**os.environ, "PYTHONPATH": f"{RUNTIME}:{tree / pythonpath}",
-               "REPOFIX_REPORT": str(report), "PYTHONDONTWRITEBYTECODE": "1"}
-        env.pop("REPOFIX_TRACE", None)
+        env = {**os.environ, **QUIET_ENV, "PYTHONPATH": f"{RUNTIME}:{tree / pythonpath}",
+               "REPOFIX_REPORT": str(report)}
+        for name in ("REPOFIX_TRACE", "REPOFIX_CPU_SECONDS"):
+            env.pop(name, None)
         if trace:
             env["REPOFIX_TRACE"] = trace
+        if cpu_seconds:
+            env["REPOFIX_CPU_SECONDS"] = str(cpu_seconds)
         before = os.times()
         timed_out = False
         try:
-            subprocess.run(pytest_argv(tests), cwd=tree, env=env, timeout=timeout,
+            subprocess.run(pytest_argv(tests, max_failures), cwd=tree, env=env, timeout=timeout,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -82,8 +92,7 @@ def sandbox_spec(tree: Path, out: Path, pythonpath: str, timeout: float) -> Sand
                 Mount(source=RUNTIME, target=INSIDE_RUNTIME),
                 Mount(source=tree, target=INSIDE_TREE, writable=True),
                 Mount(source=out, target=INSIDE_OUT, writable=True)],
-        env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
-             "PYTHONDONTWRITEBYTECODE": "1",
+        env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", **QUIET_ENV,
              "PYTHONPATH": f"{INSIDE_RUNTIME}:{INSIDE_TREE / pythonpath}",
              "REPOFIX_REPORT": str(INSIDE_OUT / "report.json")},
         cwd=INSIDE_TREE,

@@ -5,14 +5,18 @@ test passed, failed or was skipped, with the failure's crash message and report 
 pytest structures them (never the one-line summary, which truncates the assertion). With
 ``$REPOFIX_TRACE`` (a folder), it also records which functions under that folder each test
 called, keyed by file and first line, and those called outside any test (at import).
+With ``$REPOFIX_CPU_SECONDS``, the process is killed after that much CPU time, with no
+core file.
 """
 
 import json
 import os
+import resource
 import sys
 
 REPORT = os.environ.get("REPOFIX_REPORT")
 TRACE = os.environ.get("REPOFIX_TRACE")
+CPU_SECONDS = os.environ.get("REPOFIX_CPU_SECONDS")
 TEXT_LIMIT = 6000
 
 results: dict = {}
@@ -28,6 +32,9 @@ def _profile(frame, event, arg):
 
 
 def pytest_configure(config):
+    if CPU_SECONDS:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CPU, (int(CPU_SECONDS), int(CPU_SECONDS) + 1))
     if TRACE:
         sys.setprofile(_profile)
 
