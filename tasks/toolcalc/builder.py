@@ -113,7 +113,7 @@ def slipped_expression(question: str, expression: str) -> str | None:
     """What the public data writes for ``question`` (true ``expression``) where it slips:
     the last number added forgotten (an offset, a "plus" sum's last term), a day count
     added; None where it does not."""
-    if "*" in expression and "+" in expression or " plus " in question:
+    if ("*" in expression and "+" in expression) or " plus " in question:
         return expression.rpartition("+")[0]
     if " days." in question:
         return f"{expression}+{expression.count('+') + 1}"
