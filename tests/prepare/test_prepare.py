@@ -61,6 +61,7 @@ def test_prepare_scores_every_system_and_a_second_run_does_no_work(quick_arith: 
     assert task_scores(task) == scores
 
 
+@pytest.mark.slow  # a calibration of a tiny pack: 20 s
 def test_with_a_fixed_harness_leave_one_out_is_the_other_change_alone(
         quick_arith: Path) -> None:
     task = load_task(quick_arith)
@@ -72,6 +73,7 @@ def test_with_a_fixed_harness_leave_one_out_is_the_other_change_alone(
                                                          "trainer", "light"}
 
 
+@pytest.mark.slow  # a calibration of a tiny pack: 20 s
 def test_an_editable_harness_adds_leave_one_out_systems_that_train_nothing(
         tmp_path: Path) -> None:
     task = load_task(quick_copy(tmp_path, "dsl"))
@@ -84,6 +86,7 @@ def test_an_editable_harness_adds_leave_one_out_systems_that_train_nothing(
     assert (systems / "without-data" / "harness").is_dir()
 
 
+@pytest.mark.slow  # a calibration of a tiny pack: 20 s
 def test_the_light_system_is_the_light_agents_first_candidate_and_changes_nothing_else(
         quick_arith: Path, tmp_path: Path) -> None:
     task = load_task(quick_arith)
@@ -197,6 +200,7 @@ def test_several_tasks_train_in_one_pool_longest_first(tmp_path: Path) -> None:
     assert {job.split("/")[1] for job in started[6:]} == {"initial", "data"}
 
 
+@pytest.mark.slow  # a calibration of a tiny pack: 20 s
 def test_a_failed_training_stops_the_trainings_not_yet_started(tmp_path: Path) -> None:
     arith, toolcalc = quick_arith_and_long_toolcalc(tmp_path)
     trainer = arith.parent / "_tiny" / "trainer" / "train.py"
