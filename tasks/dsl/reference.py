@@ -16,7 +16,7 @@ from pathlib import Path
 
 import tomli_w
 
-from vtbench.tasks.tiny_reference import read_rows, set_hyperparameters, write_rows
+from vtbench.tasks.tiny_reference import read_rows, set_trainer_config, write_rows
 
 HERE = Path(__file__).parent
 
@@ -59,7 +59,7 @@ def apply_trainer(trainer_dir: Path, task) -> None:
         raise ValueError(f"{code}: not the initial trainer's way of reading its rows")
     text = text.replace(IMPORTS, IMPORTS + "\nfrom fresh_examples import with_fresh_examples\n")
     code.write_text(text.replace(READS_ROWS, READS_FRESH_ROWS))
-    set_hyperparameters(trainer_dir, steps=400, lr=1e-3, schedule="cosine", warmup_steps=20)
+    set_trainer_config(trainer_dir, steps=400, lr=1e-3, schedule="cosine", warmup_steps=20)
 
 
 def apply_harness(harness_dir: Path, task) -> None:

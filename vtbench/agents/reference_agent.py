@@ -93,6 +93,7 @@ def train_side_by_side(names: list[str], seeds: list[int],
             models.append(future.result())
     return models
 
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="built-in reference agent")
     parser.add_argument("--seed", type=int, default=0)

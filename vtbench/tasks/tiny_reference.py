@@ -21,15 +21,16 @@ def improve_trainer(trainer_dir: Path, **hyperparameters: object) -> None:
     if INITIAL_LOSS_MASK not in text:
         raise ValueError(f"{code}: loss_mask is not the initial one")
     code.write_text(text.replace(INITIAL_LOSS_MASK, COMPLETION_ONLY_LOSS_MASK))
-    set_hyperparameters(trainer_dir, **hyperparameters)
+    set_trainer_config(trainer_dir, **hyperparameters)
 
 
-def set_hyperparameters(trainer_dir: Path, **hyperparameters: object) -> None:
+def set_trainer_config(trainer_dir: Path, **hyperparameters: object) -> None:
     """Apply ``hyperparameters`` to the trainer's config.toml."""
     config_path = trainer_dir / "config.toml"
     config = tomllib.loads(config_path.read_text())
     config.update(hyperparameters)
     config_path.write_text(tomli_w.dumps(config))
+
 
 def read_rows(data_dir: Path) -> list[dict]:
     rows = []
