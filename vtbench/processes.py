@@ -1,7 +1,14 @@
-"""Stopping a child process the same way everywhere: SIGTERM, a grace period, SIGKILL."""
+"""Child processes handled the same way everywhere: stopped with SIGTERM, a grace period,
+then SIGKILL; or bound to die with the process that started them."""
 
+import ctypes
+import os
+import signal
 import subprocess
+from collections.abc import Callable
 from typing import Protocol
+
+PR_SET_PDEATHSIG = 1
 
 
 class Stoppable(Protocol):
@@ -27,3 +34,16 @@ def stop_process(process: Stoppable, grace: float = 15.0, graceful: bool = True)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def die_with_parent() -> Callable[[], None]:
+    """A ``preexec_fn``: the child is killed when this process dies (call from a thread that
+    lives as long as the child should: the signal follows the thread that forked)."""
+    libc, parent = ctypes.CDLL(None, use_errno=True), os.getpid()
+
+    def arm() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return arm

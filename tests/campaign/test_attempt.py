@@ -148,7 +148,7 @@ def test_the_slot_stays_held_while_a_runner_that_inherited_its_lock_lives(
 
 SPAWNER = """
 import subprocess, sys
-from vtbench.campaign.attempt import die_with_parent
+from vtbench.processes import die_with_parent
 child = subprocess.Popen(["sleep", "60"], preexec_fn=die_with_parent(), start_new_session=True)
 print(child.pid, flush=True)
 child.wait()

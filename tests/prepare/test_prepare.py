@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 import shutil
@@ -286,3 +287,36 @@ def test_a_training_out_of_its_gpu_share_trains_again_alone_with_the_whole_gpu(
     assert any(line.startswith("arith/reference/seed0: out of its share of the GPU's memory")
                for line in lines)
     assert MEMORY_FRACTION_ENV not in os.environ
+
+
+def test_a_prepare_that_is_terminated_leaves_no_training_running(
+        quick_arith: Path, tmp_path: Path) -> None:
+    """SIGTERM to prepare alone (as a scheduler or ``timeout`` sends it, not to the whole
+    process group as a terminal's Ctrl-C does): its trainings end with it."""
+    pid_file = tmp_path / "trainer.pid"
+    trainer = quick_arith.parent / "_tiny" / "trainer" / "train.py"
+    text = trainer.read_text()
+    after_docstring = text.index('"""', 3) + 3
+    sleep = (f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+             "time.sleep(300)\n")
+    trainer.write_text(f"{text[:after_docstring]}\n{sleep}{text[after_docstring:]}")
+    argv = [sys.executable, "-m", "vtbench", "prepare", "--task", str(quick_arith),
+            "--workers", "1"]
+    prepare = subprocess.Popen(argv, env={**os.environ, "VTBENCH_HOME": str(tmp_path / "home")},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() and prepare.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pid_file.exists(), prepare.stderr and prepare.stderr.read()
+    training = Path(f"/proc/{pid_file.read_text()}")
+    try:
+        prepare.send_signal(signal.SIGTERM)
+        prepare.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while training.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not training.exists(), "the training outlived the prepare that started it"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(prepare.pid, signal.SIGKILL)

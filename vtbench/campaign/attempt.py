@@ -22,7 +22,6 @@ holds.
 """
 
 import contextlib
-import ctypes
 import fcntl
 import json
 import os
@@ -30,7 +29,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +39,8 @@ from vtbench.campaign.plan import PlannedEpisode
 from vtbench.episode.disk import WorkspaceDisk
 from vtbench.episode.record import EpisodeRecord
 from vtbench.layout import RECORD_FILE, EpisodePaths
+from vtbench.processes import die_with_parent
 
-PR_SET_PDEATHSIG = 1
 LOCK_WAIT_SECONDS = 120.0
 """How long a new attempt waits for the runner of an earlier one to let go of the slot."""
 CORES_WAIT_MINUTES = 60.0
@@ -173,19 +171,6 @@ def hold(lock: Path, seconds: float = LOCK_WAIT_SECONDS) -> int:
                 os.close(fd)
                 raise SlotHeld(f"a runner of an earlier attempt still holds {lock}") from None
             time.sleep(0.2)
-
-
-def die_with_parent() -> Callable[[], None]:
-    """A ``preexec_fn``: the child is killed when this process dies (call from a thread that
-    lives as long as the child should: the signal follows the thread that forked)."""
-    libc, parent = ctypes.CDLL(None, use_errno=True), os.getpid()
-
-    def arm() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the parent died before the signal was armed
-            os._exit(1)
-
-    return arm
 
 
 class Running:

@@ -23,6 +23,7 @@ from pathlib import Path
 from vtbench.agents.light_agent import first_candidate
 from vtbench.errors import VtbenchError
 from vtbench.gpus import MEMORY_FRACTION_ENV, ran_out_of_memory
+from vtbench.processes import die_with_parent
 from vtbench.tasks.materialize import COMPONENTS, apply_reference, materialize
 from vtbench.tasks.registry import Task
 
@@ -130,7 +131,8 @@ def train_system(task: Task, folder: Path, base: Path, seed: int,
                  on_line: Callable[[str], None] | None = None,
                  whole_gpu: bool = False) -> Path:
     """Train the system's model (trusted trainer code; one thread) unless already complete;
-    within this process's share of the GPU's memory unless ``whole_gpu``."""
+    within this process's share of the GPU's memory unless ``whole_gpu``. The training dies
+    with this process: a prepare that is stopped leaves none running."""
     model = model_dir(folder, seed)
     if is_complete(model):
         return model
@@ -140,7 +142,8 @@ def train_system(task: Task, folder: Path, base: Path, seed: int,
     if whole_gpu:
         env.pop(MEMORY_FRACTION_ENV, None)
     process = subprocess.Popen(train_command(task, base, model, seed), cwd=folder, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=die_with_parent())
     lines = []
     assert process.stdout
     for line in process.stdout:
