@@ -71,12 +71,12 @@ def test_the_filter_leaves_every_tiny_task_rows_its_trainer_reads(
     shutil.copytree(layout.BUILTIN_TASKS / task / "public" / "harness", tmp_path / "harness")
     data = shutil.copytree(layout.BUILTIN_TASKS / task / "public" / "data", tmp_path / "data")
     before = sum(len(p.read_text().splitlines()) for p in data.glob("*.jsonl"))
-    counts = filter_data(data, row_check(task, tmp_path))
+    counts = filter_data(data, row_check(tmp_path))
     assert counts.kept + counts.dropped == before and counts.kept >= 16
     rows = [json.loads(line) for p in data.glob("*.jsonl") for line in p.read_text().splitlines()]
     assert len(rows) == counts.kept
     assert len({(row["prompt"], row["completion"]) for row in rows}) == len(rows)
-    assert filter_data(data, row_check(task, tmp_path)).dropped == 0
+    assert filter_data(data, row_check(tmp_path)).dropped == 0
 
 
 @pytest.mark.parametrize("name", ["filter", "light"])

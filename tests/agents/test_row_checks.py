@@ -116,7 +116,7 @@ def test_each_check_rewrites_into_the_prompt_its_task_harness_uses(task: str) ->
     settings = [tomllib.loads((pack.root / source / "harness.toml").read_text())
                 for source in pack.spec.components.harness.sources
                 if (pack.root / source / "harness.toml").exists()]
-    check = row_check(task, pack.root / "public")
+    check = row_check(pack.root / "public")
     assert check is not None and settings[-1]["prompt"] == check.prompt
 
 
@@ -126,7 +126,7 @@ def test_checking_dsl_rows_writes_nothing_into_the_harness(
     harness = shutil.copytree(layout.BUILTIN_TASKS / "dsl" / "public" / "harness",
                               tmp_path / "harness")
     before = sorted(p.relative_to(harness) for p in harness.rglob("*"))
-    check = row_check("dsl", tmp_path)
+    check = row_check(tmp_path)
     assert check is not None
     assert check.consistent([("in: ab out: ABkqvz\nprogram:", " upper | append kqvz")]) == [True]
     assert sorted(p.relative_to(harness) for p in harness.rglob("*")) == before
@@ -134,8 +134,23 @@ def test_checking_dsl_rows_writes_nothing_into_the_harness(
 
 def test_a_task_without_a_check_gets_none_and_so_only_generic_filtering(
         tmp_path: Path) -> None:
-    assert row_check("humaneval", tmp_path) is None
-    assert row_check("dsl", tmp_path) is None  # no harness/dsl.py to run programs with
+    assert row_check(tmp_path) is None  # no harness at all
+    shutil.copytree(layout.BUILTIN_TASKS / "humaneval" / "public" / "harness", tmp_path / "harness")
+    assert row_check(tmp_path) is None
+    shutil.rmtree(tmp_path / "harness")
+    harness = shutil.copytree(layout.BUILTIN_TASKS / "dsl" / "public" / "harness",
+                              tmp_path / "harness")
+    (harness / "dsl.py").unlink()
+    assert row_check(tmp_path) is None  # no harness/dsl.py to run programs with
+
+
+@pytest.mark.parametrize("task", TINY_TASKS)
+def test_a_copy_of_a_pack_under_another_id_gets_its_tasks_check(task: str, tmp_path: Path) -> None:
+    """The check follows the harness the workspace holds, not the task's id: a variant of a
+    pack (``dsl-t2``) gets the same lightweight baselines as the pack."""
+    copy = shutil.copytree(layout.BUILTIN_TASKS / task, tmp_path / f"{task}-variant")
+    expected = {"arith": Arith, "extract": Extract, "toolcalc": Toolcalc, "dsl": Dsl}[task]
+    assert isinstance(row_check(copy / "public"), expected)
 
 
 def truth(task: Task, row: dict) -> bool | None:
@@ -190,7 +205,7 @@ def test_on_every_tiny_task_the_filter_keeps_only_true_labels_or_the_systematic_
     data = shutil.copytree(pack.root / "public" / "data", tmp_path / "data")
     given = {pack.builder.normalize(pack.builder.row_input(json.loads(line)))
              for line in (data / "train.jsonl").read_text().splitlines()}
-    counts = filter_data(data, row_check(task, tmp_path))
+    counts = filter_data(data, row_check(tmp_path))
     rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
     assert len(rows) == counts.kept >= least
     verdicts = [truth(pack, row) for row in rows]
@@ -198,5 +213,5 @@ def test_on_every_tiny_task_the_filter_keeps_only_true_labels_or_the_systematic_
     assert systematic[0] <= verdicts.count(None) <= systematic[1]
     assert {pack.builder.normalize(pack.builder.row_input(row)) for row in rows} <= given
     assert len({row["prompt"] for row in rows}) == len(rows)
-    again = filter_data(data, row_check(task, tmp_path))
+    again = filter_data(data, row_check(tmp_path))
     assert (again.dropped, again.rewritten) == (0, 0)

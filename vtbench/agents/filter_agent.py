@@ -145,7 +145,7 @@ def clean_workspace_data(client: GraderClient, workspace: Path,
     data = workspace / "data"
     before = {path: path.read_bytes() for path in data.glob("*.jsonl")}
     task = client.status().task
-    check = row_check(task, workspace)
+    check = row_check(workspace)
     counts = filter_data(data, check)
     tell(f"{task}: {'checked rows against their inputs' if check else 'no row check'}; "
          f"{counts}")

@@ -30,12 +30,12 @@ from vtbench.client import GraderClient
 say = speaker("light")
 
 
-def first_candidate(task: str, workspace: Path) -> FilterCounts:
+def first_candidate(workspace: Path) -> FilterCounts:
     """Make ``workspace`` (``data/``, ``trainer/``, ``harness/``) the light agent's first
     candidate: ``data/`` cleaned with the task's row check as :func:`run` cleans it, and
     ``trainer/config.toml`` set to the tuner's first candidate (:func:`recipe` of the
     shipped settings); the rest as it was."""
-    counts = filter_data(workspace / "data", row_check(task, workspace))
+    counts = filter_data(workspace / "data", row_check(workspace))
     config = workspace / "trainer" / "config.toml"
     set_hyperparameters(config, recipe(hyperparameters(config)))
     return counts

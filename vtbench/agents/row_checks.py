@@ -15,6 +15,7 @@ import ast
 import json
 import operator
 import re
+import tomllib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -250,11 +251,22 @@ def load_interpreter(path: Path) -> ModuleType | None:
     return module
 
 
-def row_check(task: str, workspace: Path) -> RowCheck | None:
-    """The check of a task's rows, or None for a task without one (only generic filtering)."""
-    if task == "dsl":
+def row_check(workspace: Path) -> RowCheck | None:
+    """The check of the task whose harness ``workspace`` holds, recognised by the prompt
+    template of its ``harness/harness.toml`` as a careful agent would recognise it (a copy of
+    a pack under another id gets its check too); None for a harness no check knows (only
+    generic filtering)."""
+    prompt = harness_prompt(workspace / "harness" / "harness.toml")
+    if prompt == Dsl.prompt:
         interpreter = load_interpreter(workspace / "harness" / "dsl.py")
         return Dsl(interpreter) if interpreter else None
-    checks: dict[str, Callable[[], RowCheck]] = {
-        "arith": Arith, "extract": Extract, "toolcalc": Toolcalc}
-    return checks[task]() if task in checks else None
+    checks: tuple[type[Arith | Extract | Toolcalc], ...] = (Arith, Extract, Toolcalc)
+    return next((check() for check in checks if check.prompt == prompt), None)
+
+
+def harness_prompt(settings: Path) -> str | None:
+    try:
+        prompt = tomllib.loads(settings.read_text()).get("prompt")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    return prompt if isinstance(prompt, str) else None

@@ -97,7 +97,7 @@ def build_components(task: Task, plan: SystemPlan, folder: Path) -> None:
     materialize(task, staging)
     apply_reference(task, staging, components=plan.changed)
     if plan.lightweight:
-        first_candidate(task.id, staging)
+        first_candidate(staging)
     staging.rename(folder)
 
 
