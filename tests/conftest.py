@@ -6,6 +6,7 @@ import http.server
 import importlib.machinery
 import importlib.util
 import os
+import secrets
 import shutil
 import signal
 import socketserver
@@ -63,12 +64,40 @@ module = "reference.py"
 """
 
 
+@pytest.fixture(scope="session")
+def installation(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What every private store of the run shares: one installation secret, so that a task
+    copied alike into two stores has the same splits, and one leak-audit cache, so that
+    the runtime every sandbox shows is read once per task, not once per store."""
+    shared = tmp_path_factory.mktemp("installation")
+    (shared / "leak-audit").mkdir()
+    (shared / "secret").write_text(secrets.token_hex(32))
+    (shared / "secret").chmod(0o600)
+    return shared
+
+
+def new_store(home: Path, installation: Path) -> Path:
+    """``home`` as a fresh private store with the run's secret and leak-audit cache."""
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(installation / "secret", home / "secret")
+    (home / "leak-audit").symlink_to(installation / "leak-audit", target_is_directory=True)
+    return home
+
+
 @pytest.fixture(autouse=True)
-def private_store(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> Path:
+def private_store(tmp_path_factory: pytest.TempPathFactory, installation: Path,
+                  monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own $VTBENCH_HOME; nothing touches the user's store."""
-    home = tmp_path_factory.mktemp("vtbench-home")
+    home = new_store(tmp_path_factory.mktemp("vtbench-home"), installation)
+    monkeypatch.setenv("VTBENCH_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def empty_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A $VTBENCH_HOME with nothing in it, for tests of what a command creates."""
+    home = tmp_path / "empty-home"
+    home.mkdir()
     monkeypatch.setenv("VTBENCH_HOME", str(home))
     return home
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import new_store
 from vtbench import layout
 from vtbench.episode.grader_process import running_grader
 from vtbench.models.tiny import new_tiny_model, save_checkpoint
@@ -41,8 +42,9 @@ def substitute(path: Path, pattern: str, replacement: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def episode_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    home = tmp_path_factory.mktemp("episode-home")
+def episode_home(tmp_path_factory: pytest.TempPathFactory,
+                 installation: Path) -> Iterator[Path]:
+    home = new_store(tmp_path_factory.mktemp("episode-home"), installation)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VTBENCH_HOME", str(home))
         yield home

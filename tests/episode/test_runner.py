@@ -81,9 +81,10 @@ def test_the_reference_agent_submits_its_best_so_far_when_the_deadline_is_near(
     assert record.submitted and record.stop_reason == "submitted"
     assert record.validations_used < 5
     log = (next(tmp_path.iterdir()) / "agent.log").read_text()
-    assert "the deadline is near: submitted" in log
+    assert "the deadline is near: submitting" in log
 
 
+@pytest.mark.slow
 def test_parallel_trainings_count_once_and_the_time_split_adds_up_to_the_wall_time(
         prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
     train = "python -c 'import time; time.sleep(4)' trainer/train.py"
@@ -134,12 +135,12 @@ def test_the_budget_given_to_run_is_the_one_task_md_status_and_the_deadline_use(
     program = ("grep 'Wall clock' TASK.md > told.txt; vtbench status --json > status.json; "
                "sleep 600")
     started = time.monotonic()
-    record = episode(prepared_arith, f"command:{program}", tmp_path, minutes=0.4)
+    record = episode(prepared_arith, f"command:{program}", tmp_path, minutes=0.25)
     took = time.monotonic() - started
     workspace = next(tmp_path.iterdir()) / "workspace"
-    assert "Wall clock: 0.4 minutes" in (workspace / "told.txt").read_text()
+    assert "Wall clock: 0.25 minutes" in (workspace / "told.txt").read_text()
     status = json.loads((workspace / "status.json").read_text())
-    assert 0 < status["seconds_left"] <= 24
-    assert record.stop_reason == "deadline" and record.budget_minutes == 0.4
-    assert record.spec is not None and record.spec.budgets.wall_clock_minutes == 0.4
-    assert 24 <= took < 24 + 60
+    assert 0 < status["seconds_left"] <= 15
+    assert record.stop_reason == "deadline" and record.budget_minutes == 0.25
+    assert record.spec is not None and record.spec.budgets.wall_clock_minutes == 0.25
+    assert 15 <= took < 15 + 60

@@ -178,13 +178,13 @@ def test_serve_help_names_socket_config_and_budgets() -> None:
         assert option in result.stdout
 
 
-def test_gateway_usage_on_a_fresh_home_creates_nothing(private_store: Path) -> None:
+def test_gateway_usage_on_a_fresh_home_creates_nothing(empty_store: Path) -> None:
     plain = run_cli("gateway", "usage")
     as_json = run_cli("gateway", "usage", "--episode", "ep", "--json")
 
     assert plain.returncode == 0 and "no usage recorded" in plain.stdout
     assert as_json.returncode == 0 and json.loads(as_json.stdout)["episodes"] == []
-    assert sorted(private_store.rglob("*")) == []
+    assert sorted(empty_store.rglob("*")) == []
 
 
 def test_gateway_usage_of_a_run_dir_reads_that_episodes_own_ledger(tmp_path: Path) -> None:

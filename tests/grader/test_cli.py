@@ -41,14 +41,14 @@ def files_under(folder: Path) -> list[Path]:
 
 
 def test_status_on_a_fresh_home_creates_nothing_and_says_no_grader_runs(
-        private_store: Path) -> None:
+        empty_store: Path) -> None:
     plain = run_cli("grader", "status", check=True).stdout
     as_json = json.loads(run_cli("grader", "status", "--json", check=True).stdout)
 
     assert "grader: not running" in plain and "no ledger yet" in plain
     assert as_json["grader_running"] is False and as_json["ledger"] is None
     assert as_json["episodes"] == []
-    assert files_under(private_store) == []
+    assert files_under(empty_store) == []
 
 
 def test_status_says_when_the_grader_runs(private_store: Path) -> None:

@@ -68,6 +68,7 @@ def test_a_candidate_that_crashes_the_loader_or_server_is_charged_with_the_contr
     assert "/tmp/" not in result["error"]  # no grader path reaches the agent
 
 
+@pytest.mark.slow
 def test_a_failure_while_the_grader_itself_is_broken_is_refunded_with_the_control_recorded(
     grader: GraderProcess, small_task: Path, workspace: Path
 ) -> None:
@@ -133,6 +134,7 @@ def kill_sandboxes_of(ancestor: int) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_a_harness_sandbox_lost_mid_validation_is_refunded_with_its_cause(
     grader: GraderProcess, small_task: Path, workspace: Path, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch

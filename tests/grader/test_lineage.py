@@ -69,6 +69,7 @@ def by_name(rows: list[dict]) -> dict[str, list[dict]]:
     return found
 
 
+@pytest.mark.slow
 def test_lineage_is_what_the_grader_saw_and_forged_claims_change_nothing(
     grader: GraderProcess, minimal_task: Path, episode_folder: Path
 ) -> None:

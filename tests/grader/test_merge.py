@@ -133,6 +133,7 @@ def race_into_one_folder(grader: GraderProcess, token: str, workspace: Path) -> 
     assert [e["detail"]["out"] for e in merged_events("merged")][-1] == "models/race"
 
 
+@pytest.mark.slow
 def test_ties_dare_ties_task_arithmetic_and_slerp_give_loadable_checkpoints(
     grader: GraderProcess, minimal_task: Path, merge_workspace: Path
 ) -> None:
@@ -173,6 +174,7 @@ def test_ties_dare_ties_task_arithmetic_and_slerp_give_loadable_checkpoints(
     assert lineage["models/base"]["origin"] == "trained"  # seen as a parent
 
 
+@pytest.mark.slow
 def test_refused_merges_name_the_problem_and_write_nothing(
     grader: GraderProcess, minimal_task: Path, merge_workspace: Path, parents: Path
 ) -> None:

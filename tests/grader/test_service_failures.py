@@ -106,6 +106,7 @@ def test_deeply_nested_json_at_intake_is_refused_naming_the_file(
     assert offender in answer.json()["error"] and "nested deeper" in answer.json()["error"]
 
 
+@pytest.mark.slow
 def test_a_model_that_fails_to_load_is_reported_without_store_paths(
     grader: GraderProcess, small_task: Path, workspace: Path, private_store: Path
 ) -> None:

@@ -17,6 +17,7 @@ from tests.grader.test_service_integrity import commits, stored_trees, variant, 
 from vtbench.grader import Ledger
 
 
+@pytest.mark.slow
 def test_snapshots_of_validations_that_lost_the_race_for_the_last_credit_are_withdrawn(
     grader: GraderProcess, small_task: Path, workspace: Path
 ) -> None:
@@ -52,6 +53,7 @@ def write_text(path: Path, megabytes: int, seed: int) -> None:
     path.write_text(random.Random(seed).randbytes(megabytes << 19).hex())
 
 
+@pytest.mark.slow
 def test_cached_repeats_without_credit_add_nothing_to_the_snapshot_history(
     grader: GraderProcess, small_task: Path, workspace: Path
 ) -> None:
@@ -79,6 +81,7 @@ def test_cached_repeats_without_credit_add_nothing_to_the_snapshot_history(
     assert len(snapshots) == 1
 
 
+@pytest.mark.slow
 def test_snapshots_count_against_the_store_quota_and_many_files_are_packed(
     grader: GraderProcess, small_task: Path, workspace: Path
 ) -> None:

@@ -4,6 +4,8 @@ noop's gain is exactly 0 on every host, however its harness folder is named."""
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.grader.conftest import INITIAL_TEST, GraderProcess
 from vtbench.grader import Ledger
 from vtbench.prepare.prepare import system_folder
@@ -37,6 +39,7 @@ def test_the_initial_model_with_an_unchanged_harness_under_another_name_gets_pre
     assert Ledger().submission(episode).result["source"].startswith("the initial system")
 
 
+@pytest.mark.slow
 def test_a_harness_changed_by_one_byte_is_scored_on_test(
     grader: GraderProcess, small_task: Path, workspace: Path, tmp_path: Path
 ) -> None:

@@ -245,6 +245,7 @@ def test_a_server_that_dies_surfaces_as_an_error_not_a_hang(model_dir: Path) -> 
             client.get("/health")
 
 
+@pytest.mark.slow
 def test_the_server_and_template_exit_when_their_caller_is_killed_leaving_no_files(
         model_dir: Path) -> None:
     script = ("import sys, time; from pathlib import Path\n"

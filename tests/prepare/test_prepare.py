@@ -28,6 +28,7 @@ def quick_arith(tmp_path: Path) -> Path:
     return quick_copy(tmp_path, "arith")
 
 
+@pytest.mark.slow
 def test_prepare_builds_only_what_an_episode_needs_and_calibration_adds_the_ablations(
         quick_arith: Path) -> None:
     task = load_task(quick_arith)
@@ -44,6 +45,7 @@ def test_prepare_builds_only_what_an_episode_needs_and_calibration_adds_the_abla
     assert calibrated["ablations"]["data"] is not None
 
 
+@pytest.mark.slow
 def test_prepare_scores_every_system_and_a_second_run_does_no_work(quick_arith: Path) -> None:
     task = load_task(quick_arith)
     lines: list[str] = []
@@ -162,6 +164,7 @@ def test_a_failed_training_leaves_nothing_half_written(quick_arith: Path) -> Non
     assert not (layout.task_store(task.id) / "scores.json").exists()
 
 
+@pytest.mark.slow
 def test_a_changed_task_is_prepared_again_and_a_stale_one_is_refused(
         quick_arith: Path) -> None:
     task = load_task(quick_arith)

@@ -35,6 +35,7 @@ def test_a_prepared_task_carries_its_initial_model_scores_and_digest(quick_arith
         scores["margin"]["light"]["gain"], scores["margin"]["reference"]["gain"])
 
 
+@pytest.mark.slow
 def test_the_grader_finds_a_pack_outside_the_builtin_tasks_by_its_id(quick_arith: Path) -> None:
     task = load_task(quick_arith)
     prepare_task(task)
@@ -43,6 +44,7 @@ def test_the_grader_finds_a_pack_outside_the_builtin_tasks_by_its_id(quick_arith
     assert found.scores == load_prepared(task).scores
 
 
+@pytest.mark.slow
 def test_a_task_prepared_again_mid_episode_is_refused_by_id(quick_arith: Path) -> None:
     task = load_task(quick_arith)
     prepare_task(task)

@@ -119,6 +119,7 @@ def test_the_reference_trainer_shows_every_program_that_runs_on_two_more_sets_of
             assert task.builder.dsl.run(program, source) == target
 
 
+@pytest.mark.slow
 def test_the_reference_trainer_trains(tmp_path: Path) -> None:
     trainer = reference_trainer(tmp_path)
     config = (trainer / "config.toml").read_text().replace("steps = 400", "steps = 2")

@@ -126,6 +126,7 @@ def test_packed_rows_keep_completion_only_labels_and_do_not_see_each_other(
     assert torch.allclose(packed[row], alone, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_under_accelerate_train_a_checkpoint_the_loader_accepts(
         base, data, tmp_path) -> None:
     out = tmp_path / "model"

@@ -61,6 +61,7 @@ COMPLETIONS = {
 }
 
 
+@pytest.mark.slow
 def test_the_scorer_agrees_with_human_evals_own_check(problems, check_correctness) -> None:
     chosen = sorted(problems)[::8][:20]
     cases = [(task_id, kind) for task_id in chosen for kind in COMPLETIONS]
@@ -166,6 +167,7 @@ def test_build_split_honours_exclude(problems) -> None:
     assert len(exclude) == 41
 
 
+@pytest.mark.slow
 def test_committed_public_data_is_what_the_builder_mines() -> None:
     if not builder.mined_here_matches_commit():
         pytest.skip("the committed data was mined from another CPython's standard library")
@@ -216,6 +218,7 @@ def test_misaligned_functions_each_get_another_functions_real_body() -> None:
     assert [f["prompt"] for f in paired] == [f["prompt"] for f in functions]
 
 
+@pytest.mark.slow
 def test_a_third_of_the_initial_bodies_follow_another_functions_docstring() -> None:
     if not builder.mined_here_matches_commit():
         pytest.skip("the committed data was mined from another CPython's standard library")

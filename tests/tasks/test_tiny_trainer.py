@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 import torch
 
 from vtbench.layout import REPO_ROOT
@@ -50,6 +51,7 @@ def test_a_padded_row_is_seen_as_it_is_at_inference() -> None:
     assert torch.allclose(together, alone, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_a_diverged_training_fails_and_saves_no_model(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()

@@ -107,10 +107,11 @@ class BestSoFar:
             if self.submitted:
                 return
             score, model, harness = self._best()
+            # said first: the runner may end the agent as soon as the submission lands
+            self.say(f"{why}: submitting {model} (harness {harness or 'initial'}) with "
+                     f"validation score {score}")
             self.client.submit(model, harness=harness)
             self.submitted = True
-        self.say(f"{why}: submitted {model} (harness {harness or 'initial'}) with validation "
-                 f"score {score}")
 
     def watch_the_clock(self) -> None:
         """Submit the best so far :data:`SUBMIT_MARGIN_S` before the deadline."""

@@ -17,7 +17,6 @@ from rich.progress import (
 
 from vtbench.cli.output import console, err_console, print_json, print_table
 from vtbench.errors import VtbenchError
-from vtbench.prepare.progress import log_reporter
 from vtbench.printable import printable
 from vtbench.tasks import Task, builtin_tasks, find_task
 
@@ -81,6 +80,7 @@ def prepare(
     ablations), and score them (cached)."""
     from vtbench.models.base import download_base, resolve_base
     from vtbench.prepare import prepare_tasks
+    from vtbench.prepare.progress import log_reporter
 
     tasks = [find_task(t) for t in task] if task else [
         t for t in builtin_tasks() if t.spec.scale == scale]

@@ -43,6 +43,7 @@ from vtbench.tasks.store import atomic_write, load_split
 
 MAX_MEMBER_BYTES = 256 * 1024 * 1024
 COMPILED_MAGIC = (b"\x7fELF", b"!<arch>")
+MAGIC_BYTES = max(len(magic) for magic in COMPILED_MAGIC)
 
 
 class LeakFound(VtbenchError):
@@ -145,10 +146,13 @@ def gunzip(data: bytes) -> bytes | None:
 
 
 def blobs(path: Path) -> Iterator[tuple[str, bytes]]:
-    """The file's bytes, and those of each member when it is a .gz, .zip or .whl file."""
-    data = path.read_bytes()
-    if data.startswith(COMPILED_MAGIC):
-        return
+    """The file's bytes, and those of each member when it is a .gz, .zip or .whl file.
+    Compiled code is known by its first bytes and not read further."""
+    with path.open("rb") as file:
+        if file.read(MAGIC_BYTES).startswith(COMPILED_MAGIC):
+            return
+        file.seek(0)
+        data = file.read()
     yield "", data
     unpacked = gunzip(data) if path.suffix == ".gz" else None
     if unpacked is not None:
