@@ -243,7 +243,8 @@ def test_no_file_of_a_full_python_environment_holds_a_fingerprint_of_any_task(
     refused, because entry-point names were fingerprints."""
     import importlib.util
 
-    from vtbench.episode.leak_audit import Search, file_paths
+    from vtbench.episode.fingerprint_search import Search
+    from vtbench.episode.leak_audit import file_paths
     from vtbench.sandbox import python_runtime_mounts
 
     assert all(importlib.util.find_spec(name) for name in ("torch", "transformers", "setuptools"))
@@ -357,3 +358,23 @@ def test_an_episodes_audit_opens_no_file_of_the_models_the_runner_copied(
     assert workspace and seen == []
     copies = json.loads((workspace[0].parent / ".runner-state.json").read_text())["model_copies"]
     assert set(copies) == {"models/base", "models/initial"}
+
+
+# ------------------------------------------------------------------ shared out over the cores
+
+def test_a_search_shared_out_over_processes_names_the_first_hit_in_order(
+        tmp_path: Path) -> None:
+    from vtbench.episode.fingerprint_search import PARALLEL_FROM, Search, first_hit
+
+    paths = []
+    for index in range(PARALLEL_FROM + 100):
+        path = tmp_path / f"{index:05d}.txt"
+        path.write_text(f"file {index}\n")
+        paths.append(str(path))
+    search = Search({"the hidden label of item seven"})
+    assert first_hit(search, paths, workers=3) is None
+    for index in (1501, 700):
+        Path(paths[index]).write_text("... The Hidden Label Of Item Seven ...")
+    assert first_hit(search, paths, workers=3) == (700, paths[700],
+                                                   "the hidden label of item seven")
+    assert first_hit(search, paths, workers=1) == first_hit(search, paths, workers=3)

@@ -20,11 +20,9 @@ episode of a campaign would also grow the cache every later audit reads);
 as quickly as the later ones.
 """
 
-import gzip
 import hashlib
 import json
 import os
-import zipfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
@@ -32,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from vtbench import layout
+from vtbench.episode.fingerprint_search import Search, blobs, first_hit
 from vtbench.errors import VtbenchError
 from vtbench.models.base import resolve_base
 from vtbench.prepare import PreparedTask
@@ -138,35 +137,6 @@ def public_strings(task: Task, candidates: set[str]) -> set[str]:
     return public
 
 
-def gunzip(data: bytes) -> bytes | None:
-    try:
-        return gzip.decompress(data)[:MAX_MEMBER_BYTES]
-    except (OSError, EOFError):
-        return None
-
-
-def blobs(path: Path) -> Iterator[tuple[str, bytes]]:
-    """The file's bytes, and those of each member when it is a .gz, .zip or .whl file.
-    Compiled code is known by its first bytes and not read further."""
-    with path.open("rb") as file:
-        if file.read(MAGIC_BYTES).startswith(COMPILED_MAGIC):
-            return
-        file.seek(0)
-        data = file.read()
-    yield "", data
-    unpacked = gunzip(data) if path.suffix == ".gz" else None
-    if unpacked is not None:
-        yield "(gunzipped)", unpacked
-    if data.startswith(b"PK\x03\x04"):
-        try:
-            with zipfile.ZipFile(path) as archive:
-                for member in archive.infolist():
-                    if member.file_size <= MAX_MEMBER_BYTES:
-                        yield member.filename, archive.read(member)
-        except (zipfile.BadZipFile, OSError, RuntimeError):
-            pass
-
-
 def files_under(roots: Iterable[Path]) -> Iterator[Path]:
     return (Path(path) for path in file_paths(roots))
 
@@ -196,27 +166,6 @@ def file_paths(roots: Iterable[Path]) -> Iterator[str]:
             folders.extend(reversed(below))
 
 
-class Search:
-    """A set of fingerprints as one Aho-Corasick automaton."""
-
-    def __init__(self, prints: set[str]) -> None:
-        import ahocorasick
-
-        self.automaton = ahocorasick.Automaton()
-        for text in sorted(prints):
-            self.automaton.add_word(text, text)
-        if prints:
-            self.automaton.make_automaton()
-
-    def first(self, path: str) -> tuple[str, str] | None:
-        """Where ``path`` (or a member of it) holds a fingerprint, and which; else None."""
-        for member, data in blobs(Path(path)):
-            found = next(self.automaton.iter(data.decode("latin-1").lower()), None)
-            if found is not None:
-                return f"{path}{' :: ' + member if member else ''}", found[1]
-        return None
-
-
 class Audit:
     def __init__(self, task: Task) -> None:
         self.prints = fingerprints(task)
@@ -227,19 +176,15 @@ class Audit:
             json.loads(self.cache_path.read_text()) if self.cache_path.exists() else {})
         self.changed = False
 
-    def hit(self, path: str, remember: bool = True) -> str | None:
-        """Where ``path`` (or a member of it) holds a fingerprint, else None; a clean file
-        is cached when ``remember``."""
+    def unread(self, path: str, remember: bool) -> tuple[str, list[float] | None] | None:
+        """``(path, signature)`` when ``path`` must be read, with the size and mtime (taken
+        before the read) to cache it under if clean, or None where it is not to be cached;
+        None when the cache says it is clean."""
         stat = os.stat(path)
         signature = [stat.st_size, stat.st_mtime]
         if remember and self.clean.get(path) == signature:
             return None
-        found = self.search.first(path)
-        if found is not None:
-            return found[0]
-        if remember:
-            self.clean[path], self.changed = signature, True
-        return None
+        return path, signature if remember else None
 
     def save(self) -> None:
         if self.changed:
@@ -274,22 +219,25 @@ def audit(task: Task, roots: Iterable[Path], own: Path | None = None,
 
 
 def search(task: Task, paths: Iterable[str], own: Path | None) -> int:
-    """Search ``paths``, caching clean files but those under ``own``; returns how many."""
+    """Search ``paths``, caching clean files but those under ``own``; returns how many.
+    The files the cache does not clear are read over the host's cores when they are many
+    (:func:`~vtbench.episode.fingerprint_search.first_hit`); those before a hit are cached."""
     check = Audit(task)
     if not check.prints:
         return 0
-    scanned, own_prefix = 0, f"{own}{os.sep}" if own is not None else None
-    try:
-        for path in paths:
-            scanned += 1
-            where = check.hit(path, remember=own_prefix is None
-                              or not path.startswith(own_prefix))
-            if where:
-                raise LeakFound(f"leak audit: {where} holds {task.id} split data",
-                                hint="remove it from what the sandbox can see")
-    finally:
-        check.save()
-    return scanned
+    own_prefix = f"{own}{os.sep}" if own is not None else None
+    listed = [check.unread(path, own_prefix is None or not path.startswith(own_prefix))
+              for path in paths]
+    unread = [pending for pending in listed if pending is not None]
+    hit = first_hit(check.search, [path for path, _ in unread])
+    for path, signature in unread[:hit[0] if hit else len(unread)]:
+        if signature is not None:
+            check.clean[path], check.changed = signature, True
+    check.save()
+    if hit is not None:
+        raise LeakFound(f"leak audit: {hit[1]} holds {task.id} split data",
+                        hint="remove it from what the sandbox can see")
+    return len(listed)
 
 
 def audit_runtime(task: Task, models: Iterable[Path] = ()) -> int:
