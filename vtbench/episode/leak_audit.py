@@ -40,10 +40,6 @@ from vtbench.tasks.materialize import COMPONENTS
 from vtbench.tasks.registry import Task
 from vtbench.tasks.store import atomic_write, load_split
 
-MAX_MEMBER_BYTES = 256 * 1024 * 1024
-COMPILED_MAGIC = (b"\x7fELF", b"!<arch>")
-MAGIC_BYTES = max(len(magic) for magic in COMPILED_MAGIC)
-
 
 class LeakFound(VtbenchError):
     exit_code = 3
