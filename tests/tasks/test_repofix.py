@@ -87,6 +87,25 @@ def test_a_mutant_that_spins_is_killed_at_its_cpu_seconds(tmp_path: Path) -> Non
     assert not list(tmp_path.glob("core*"))
 
 
+def test_a_suite_over_its_cpu_seconds_is_allowed_a_busy_hosts_headroom_and_no_more(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("def one():\n    return 1\n")
+    (tmp_path / "test_one.py").write_text("from pkg import one\n\n"
+                                          "def test_one():\n    assert one() == 1\n")
+    lib = dataclasses.replace(libraries.library("inflection"), package="pkg",
+                              tests=("test_one.py",), pythonpath=".")
+    spent = suite.run_local(tmp_path, ".", ["test_one.py"], timeout=60).cpu_seconds
+    # Twice the limit, as on a loaded host: within the headroom.
+    monkeypatch.setattr(instances, "SUITE_CPU_SECONDS", spent / 2)
+    run, _ = instances.baseline(lib, tmp_path)
+    assert run.passed() == ["test_one.py::test_one"]
+    # Five times the limit: beyond it.
+    monkeypatch.setattr(instances, "SUITE_CPU_SECONDS", spent / 5)
+    with pytest.raises(RuntimeError, match="pick another library"):
+        instances.baseline(lib, tmp_path)
+
+
 def test_generation_and_scoring_run_pytest_without_the_plugins_installed_beside_it(
         tmp_path: Path) -> None:
     (tmp_path / "test_plain.py").write_text(

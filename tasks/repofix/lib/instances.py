@@ -7,7 +7,8 @@ function runs at import), stops at the sixth failure (the mutant is dropped what
 rest do) and is killed past :data:`HANG_FACTOR` times the pristine suite's CPU time, so
 one library takes a few minutes. A mutant is kept when 1-5 tests fail, every failing test
 passes on the pristine tree and can be taken out of the tree, and the pristine suite runs
-in at most :data:`SUITE_CPU_SECONDS`; at most :data:`PER_FUNCTION` instances come from one
+in at most :data:`SUITE_CPU_SECONDS` (on a quiet host; a busy one is allowed
+:data:`BUSY_HOST_HEADROOM` times that); at most :data:`PER_FUNCTION` instances come from one
 function, and a library tries its ``mutants`` (``libraries.toml``). Mutants are tried in
 rounds of :data:`ROUND` on as many copies of the tree as the process may use cores, and
 each round is decided in the candidates' order, so the instances do not depend on the
@@ -35,6 +36,11 @@ from .testfiles import removable
 MIN_FAILING, MAX_FAILING = 1, 5
 PER_FUNCTION = 2
 SUITE_CPU_SECONDS = 10.0
+BUSY_HOST_HEADROOM = 3.0
+"""How much slower than :data:`SUITE_CPU_SECONDS` the pristine suite may run before the
+library is refused: CPU time grows on a loaded host (mistune's 6 CPU-s suite measured 13.5
+beside two other jobs), and that must not stop a prepare; a suite slower than this is one
+the library choice got wrong."""
 MUTANT_TIMEOUT = 30.0
 """Wall clock of one mutant's run, for a mutant that hangs without using the CPU (the CPU
 limit stops the others, however busy the machine is)."""
@@ -76,9 +82,9 @@ def covering(calls: dict[str, list[str]], key: str) -> list[str] | None:
 def baseline(lib: Library, tree: Path) -> tuple[SuiteRun, int]:
     """The pristine suite's results and call trace, and the CPU-seconds a mutant's run may
     take; the suite must pass and take at most :data:`SUITE_CPU_SECONDS` untraced (the trace
-    slows it several times)."""
+    slows it several times), with :data:`BUSY_HOST_HEADROOM` for a loaded host."""
     plain = run_local(tree, lib.pythonpath, list(lib.tests), timeout=300)
-    if plain.cpu_seconds > SUITE_CPU_SECONDS or not plain.passed():
+    if plain.cpu_seconds > SUITE_CPU_SECONDS * BUSY_HOST_HEADROOM or not plain.passed():
         raise RuntimeError(f"{lib.release}: its suite takes {plain.cpu_seconds:.1f} CPU-s and "
                            f"passes {len(plain.passed())} tests; pick another library")
     traced = run_local(tree, lib.pythonpath, list(lib.tests), timeout=600,
