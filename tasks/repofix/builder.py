@@ -56,15 +56,22 @@ def row_input(row: dict) -> None:
     return None
 
 
+def same_bug(row: dict) -> str:
+    """A bug by its text: the function and the edit that broke it. A library may hold the
+    same function twice (boltons has two identical ``__get__``); the same edit of both is one
+    bug, though its failing tests, and so its issue, differ."""
+    return "\n".join((row["function_source"], row["removed"], row["replacement"]))
+
+
 def build_split(rng: random.Random, size: int, exclude: set[str], split: str) -> list[dict]:
     rows = pool(split)
     rng.shuffle(rows)
     items = []
     for row in rows:
-        key = normalize(instance_input(row))
-        if key in exclude:
+        keys = {normalize(instance_input(row)), same_bug(row)}
+        if keys & exclude:
             continue
-        exclude.add(key)
+        exclude |= keys
         items.append({"input": instance_input(row), "label": row})
         if len(items) == size:
             return items

@@ -6,6 +6,7 @@ import ast
 import dataclasses
 import importlib
 import json
+import random
 import time
 from collections import Counter
 from pathlib import Path
@@ -226,3 +227,19 @@ def test_no_task_library_is_importable_in_the_harness_sandbox(tmp_path: Path) ->
 
     result = get_sandbox("bwrap").run([sys.executable, "-c", probe, *names], spec)
     assert result.stdout.decode().strip() == "FOUND []", result.stderr.decode()[-500:]
+
+
+def test_the_same_edit_of_two_identical_functions_is_drawn_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def row(key: str, issue: str, source: str) -> dict:
+        return {"key": key, "release": "lib-1.0", "issue": issue, "function_source": source,
+                "removed": "    return 1\n", "replacement": ""}
+
+    twin = "def get(self):\n    return 1\n"
+    rows = [row("a.py:get", "test_a fails", twin), row("b.py:get", "test_b fails", twin),
+            row("c.py:other", "test_c fails", "def other():\n    return 1\n")]
+    monkeypatch.setattr(TASK.builder, "pool", lambda split: [dict(r) for r in rows])
+    drawn = TASK.builder.build_split(random.Random(0), 2, set(), "test")
+    assert sorted(item["label"]["key"] for item in drawn)[-1] == "c.py:other"
+    with pytest.raises(RuntimeError, match="make 2 instances, not 3"):
+        TASK.builder.build_split(random.Random(0), 3, set(), "test")
