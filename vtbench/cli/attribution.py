@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from vtbench.cli.options import JsonFlag
 from vtbench.cli.output import console, err_console, print_json
 from vtbench.printable import printable
 
@@ -23,7 +24,7 @@ def _say(line: str) -> None:
 
 def reproduce(
     run_dir: Annotated[Path, typer.Argument(help="An episode folder (it holds episode.json).")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: JsonFlag = False,
     sandbox: Sandbox = "bwrap",
 ) -> None:
     """Retrain the submission from its snapshots and score it on val against the agent's
@@ -47,8 +48,7 @@ def attribute(
     run_dirs: Annotated[list[Path], typer.Argument(help="Episode folders.")],
     seeds: Annotated[int, typer.Option(min=1, max=10, help="Seeds per subset system "
                                        "(intervals with more than one).")] = 1,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")]
-    = False,
+    as_json: JsonFlag = False,
     sandbox: Sandbox = "bwrap",
     workers: Annotated[int, typer.Option(min=1, help="Trainings and evaluations at once.")]
     = 2,

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from vtbench.cli.options import HtmlReport, JsonFlag, MarkdownReport, RowsJsonFlag
 from vtbench.cli.output import console, print_json
 from vtbench.errors import VtbenchError
 
@@ -54,7 +55,7 @@ def run(
 @app.command("status")
 def status(
     folder: Folder,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Show each episode's state, attempts, elapsed time, gain and last reason."""
     from vtbench.campaign import CampaignFolder, ledger_rows
@@ -73,12 +74,9 @@ def status(
 @app.command("report")
 def report(
     folder: Folder,
-    html: Annotated[Path | None, typer.Option("--html", help="Write the HTML report here.")]
-    = None,
-    markdown: Annotated[Path | None, typer.Option(
-        "--markdown", help="Write a Markdown report here.")] = None,
-    as_json: Annotated[bool, typer.Option(
-        "--json", help="Print per agent × task rows as a JSON list.")] = False,
+    html: HtmlReport = None,
+    markdown: MarkdownReport = None,
+    as_json: RowsJsonFlag = False,
 ) -> None:
     """The leaderboard and report (as ``vtbench report``) over the campaign's episodes; every
     planned episode without a result is listed with its reason."""

@@ -5,11 +5,11 @@ from typing import Annotated
 
 import typer
 
+from vtbench.cli.options import JsonFlag
 from vtbench.cli.output import console, print_json, print_table
 from vtbench.client import GraderClient, seconds_left
 from vtbench.printable import printable
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
 HarnessOption = Annotated[str, typer.Option(
     help="Harness folder, relative to the workspace; where the task fixes its harness, the "
          "grader runs the task's own whatever this says.")]

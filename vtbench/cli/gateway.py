@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from vtbench.cli.options import JsonFlag
 from vtbench.cli.output import console, print_json
 
 if TYPE_CHECKING:
@@ -61,8 +62,7 @@ def usage_command(
         "--episode", help="Episode id (default: every episode in the ledger).")] = None,
     usage_db: Annotated[Path | None, typer.Option("--usage-db", help="SQLite usage ledger.")]
     = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
-    = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Show what the gateway metered, per episode. Creates nothing: a ledger that does not
     exist means no gateway has metered anything there yet."""

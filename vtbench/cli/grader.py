@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
+from vtbench.cli.options import JsonFlag
 from vtbench.cli.output import console, print_json, print_table
 
 app = typer.Typer(help="The isolated grader: validations, the one submission, the ledger.",
                   no_args_is_help=True)
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
 
 
 @app.command("serve")

@@ -15,12 +15,11 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from vtbench.cli.options import JsonFlag
 from vtbench.cli.output import console, err_console, print_json, print_table
 from vtbench.errors import VtbenchError
 from vtbench.printable import printable
 from vtbench.tasks import Task, builtin_tasks, find_task
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
 
 
 def scores_rows(scores: list[dict]) -> list[list[object]]:

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from vtbench.cli.options import HtmlReport, MarkdownReport, RowsJsonFlag
 from vtbench.cli.output import console, err_console, print_json
 from vtbench.printable import printable
 
@@ -18,12 +19,9 @@ Runs = Annotated[list[Path], typer.Argument(
 
 def report(
     runs: Runs,
-    html: Annotated[Path | None, typer.Option("--html", help="Write the HTML report here.")]
-    = None,
-    markdown: Annotated[Path | None, typer.Option(
-        "--markdown", help="Write a Markdown report here.")] = None,
-    as_json: Annotated[bool, typer.Option(
-        "--json", help="Print per agent × task rows as a JSON list.")] = False,
+    html: HtmlReport = None,
+    markdown: MarkdownReport = None,
+    as_json: RowsJsonFlag = False,
     export: Annotated[Path | None, typer.Option(
         "--export", help="Write one trajectory JSON per episode into this folder.")] = None,
     export_inspect: Annotated[Path | None, typer.Option(

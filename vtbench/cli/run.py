@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from vtbench.cli.options import JsonFlag
 from vtbench.cli.output import console, err_console, print_json, print_table
 from vtbench.episode.record import EpisodeRecord
 from vtbench.errors import VtbenchError
@@ -67,7 +68,7 @@ def run(
         help="Then attribute the episode's gain to data, trainer and harness (vtbench "
              "attribute, one seed): operator compute, never the agent's; with --resume of a "
              "finished episode, only what is not yet cached.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result object.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Run one episode; the agent's submission is scored on the hidden test split."""
     from vtbench.episode.runner import RunOptions, run_episode

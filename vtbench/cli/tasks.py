@@ -5,11 +5,11 @@ from typing import Annotated
 
 import typer
 
+from vtbench.cli.options import JsonFlag
 from vtbench.cli.output import console, print_json, print_table
 from vtbench.tasks import builtin_tasks, find_task, load_task
 
 app = typer.Typer(help="List, inspect and validate task packs.", no_args_is_help=True)
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print a machine-readable object.")]
 
 
 @app.command("list")
