@@ -6,7 +6,9 @@ import ast
 import dataclasses
 import importlib
 import json
+import os
 import random
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -227,6 +229,67 @@ def test_no_task_library_is_importable_in_the_harness_sandbox(tmp_path: Path) ->
 
     result = get_sandbox("bwrap").run([sys.executable, "-c", probe, *names], spec)
     assert result.stdout.decode().strip() == "FOUND []", result.stderr.decode()[-500:]
+
+
+def long_lines(lib: "libraries.Library") -> dict[str, set[str]]:
+    """File key -> the lines of 40 characters or more of that module of the library's
+    package. The key is the file's name; a package's own module (``tabulate/__init__.py``)
+    is found under that and as a module of its own (``tabulate.py``), as vendored copies
+    often have it."""
+    found = {}
+    tree = libraries.unpacked(lib)
+    for path in (tree / lib.package).rglob("*.py"):
+        if path.relative_to(tree).as_posix() in lib.unmutated:
+            continue
+        lines = {line.strip() for line in path.read_text(errors="replace").splitlines()
+                 if len(line.strip()) >= 40}
+        if len(lines) >= 10:
+            found[module_key(path.parent.name, path.name)] = lines
+            if path.name == "__init__.py":
+                found[f"{path.parent.name}.py"] = lines
+    return found
+
+
+def module_key(folder: str, name: str) -> str:
+    return f"{folder}/{name}" if name == "__init__.py" else name
+
+
+def copies_in_the_environment(libs: list["libraries.Library"]) -> dict[str, list[str]]:
+    """Library name -> files under the interpreters' prefixes that hold most of one of its
+    modules' long lines: copies, installed or vendored inside another package."""
+    wanted: dict[str, list[tuple[str, set[str]]]] = {}
+    for lib in libs:
+        for key, lines in long_lines(lib).items():
+            wanted.setdefault(key, []).append((lib.name, lines))
+    copies: dict[str, list[str]] = {}
+    for top in sorted({sys.prefix, sys.base_prefix}):
+        for root, _, files in os.walk(top):
+            for name in files:
+                for owner, lines in wanted.get(module_key(Path(root).name, name), []):
+                    text = (Path(root) / name).read_text(errors="replace")
+                    if sum(line in text for line in lines) * 2 >= len(lines):
+                        copies.setdefault(owner, []).append(str(Path(root) / name))
+    return copies
+
+
+def test_no_val_or_test_library_has_a_copy_in_the_environment_the_sandboxes_see() -> None:
+    """The sandboxes mount the environment, so a copy vendored inside another package is
+    readable by the agent though not importable by its own name: ray vendors tabulate (a
+    training library for that reason) and soupsieve ships bracex's ``__meta__.py`` (never
+    mutated for that reason)."""
+    evaluated = [lib for lib in libraries.libraries() if lib.role != "training"]
+    assert copies_in_the_environment(evaluated) == {}
+
+
+def test_an_unmutated_file_is_never_a_source_of_mutants_and_changes_the_cache() -> None:
+    lib = libraries.library("bracex")
+    tree = libraries.unpacked(lib)
+    assert lib.unmutated == ("bracex/__meta__.py",)
+    assert (tree / "bracex" / "__meta__.py").is_file()
+    assert "bracex/__meta__.py" not in libraries.source_files(lib, tree)
+    assert "bracex/__init__.py" in libraries.source_files(lib, tree)
+    every_file = dataclasses.replace(lib, unmutated=())
+    assert instances.cache_file(every_file) != instances.cache_file(lib)
 
 
 def test_the_same_edit_of_two_identical_functions_is_drawn_once(

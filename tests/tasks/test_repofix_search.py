@@ -1,8 +1,8 @@
 """No way around the model: searches that call no model, run as repofix harnesses in the
 harness sandbox under the task's compute limit, solve at most 5 % of val instances.
 
-Each run takes 20 instances of the val libraries toolz and isodate (the third, tabulate,
-left out to keep the first run on a host shorter), in the real sandbox with each
+Each run takes 20 instances of the val libraries toolz and isodate (the others left out
+to keep the first run on a host shorter), in the real sandbox with each
 instance's tree laid out, and scores the diffs with the task's scorer. Removed code is
 not a single-point edit away, and a line copied from elsewhere in the file rarely
 restores it."""

@@ -16,6 +16,7 @@ number of cores. The result is cached per library in the private store, so split
 drawn from it without generating again.
 """
 
+import hashlib
 import json
 import math
 import os
@@ -53,10 +54,13 @@ GENERATOR_VERSION = 4
 
 
 def cache_file(lib: Library) -> Path:
-    """Named by everything that decides the instances: the sdist, this generator's version
-    and the library's mutant count."""
+    """Named by everything that decides the instances: the sdist, this generator's version,
+    the library's mutant count and its unmutated files."""
+    unmutated = ""
+    if lib.unmutated:
+        unmutated = ".u" + hashlib.sha256("\n".join(lib.unmutated).encode()).hexdigest()[:8]
     return cache_root() / (f"{lib.release}-{lib.sha256[:12]}.v{GENERATOR_VERSION}"
-                           f".m{lib.mutants}.jsonl")
+                           f".m{lib.mutants}{unmutated}.jsonl")
 
 
 def cached(lib: Library) -> list[dict]:

@@ -35,6 +35,9 @@ class Library:
     mutants: int
     """How many mutants generation tries (chosen from the CPU-seconds a mutant's tests
     take, so one library generates in minutes)."""
+    unmutated: tuple[str, ...] = ()
+    """Files of the package never mutated: those other packages carry copies of, which an
+    agent could read in its environment and restore a bug from."""
 
     @property
     def release(self) -> str:
@@ -46,7 +49,8 @@ def libraries(role: str | None = None) -> list[Library]:
     table = tomllib.loads((VENDORED / "libraries.toml").read_text())
     found = [Library(name=name, sdist=entry["sdist"], sha256=entry["sha256"],
                      role=entry["role"], package=entry["package"], tests=tuple(entry["tests"]),
-                     pythonpath=entry["pythonpath"], mutants=entry["mutants"])
+                     pythonpath=entry["pythonpath"], mutants=entry["mutants"],
+                     unmutated=tuple(entry.get("unmutated", ())))
              for name, entry in table.items()]
     assert all(library.role in ROLES for library in found)
     return [library for library in found if role is None or library.role == role]
@@ -79,11 +83,14 @@ def unpacked(lib: Library) -> Path:
 
 
 def source_files(lib: Library, tree: Path) -> list[str]:
-    """The package's Python files (relative to the tree), its own tests left out."""
+    """The package's Python files (relative to the tree), its own tests and its unmutated
+    files left out."""
     package = tree / lib.package
     found = []
     for path in sorted(package.rglob("*.py")):
         relative = path.relative_to(tree).as_posix()
+        if relative in lib.unmutated:
+            continue
         if not any(relative == t or relative.startswith(t.rstrip("/") + "/") for t in lib.tests):
             found.append(relative)
     return found
