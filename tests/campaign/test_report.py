@@ -15,9 +15,11 @@ from vtbench.layout import EpisodePaths
 NOT_PREPARED = "task 'mini' is not prepared [/] (run: vtbench prepare --task mini)"
 
 
-def campaign(tmp_path: Path, task: Path) -> tuple[CampaignFolder, Ledger, list[str]]:
+def campaign(tmp_path: Path, task: Path,
+             seeds: int = 2) -> tuple[CampaignFolder, Ledger, list[str]]:
     plan = load_plan(write_campaign(tmp_path, 'agents = [{name = "noop"}]\n'
-                                    f'tasks = ["{task}"]\nseeds = [0, 1]\nretries = 1\n'))
+                                    f'tasks = ["{task}"]\nseeds = {list(range(seeds))}\n'
+                                    'retries = 1\n'))
     folder = CampaignFolder(tmp_path / "out")
     folder.root.mkdir()
     folder.write_plan(plan)
@@ -74,6 +76,22 @@ def test_a_campaign_without_any_result_lists_every_episode_and_says_so(
     assert code == 1
     assert err.splitlines() == [
         f"no result: {failed} (failed_infra after 2 attempt(s)): {NOT_PREPARED}",
-        f"no result: {waiting} (pending after 0 attempt(s)): not run yet",
+        f"not run yet: 1 planned episode(s): {waiting}",
         f"error: {folder.root}: no episode has a result yet (see vtbench campaign status "
         f"{folder.root})"]
+
+
+def test_episodes_not_yet_run_are_one_line_that_names_the_first_five(
+        tmp_path: Path, minimal_task: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    folder, ledger, keys = campaign(tmp_path, minimal_task, seeds=8)
+    ledger.claim(keys[0])
+    ledger.finish(keys[0], Result(state="finished", reason="closed", seconds=1.0, node="here",
+                                  folder=closed_episode(folder, keys[0]), gain=0.0))
+    ledger.claim(keys[1])
+    code, _, err = cli(monkeypatch, capsys, "campaign", "report", str(folder.root))
+    assert code == 0, err
+    assert err.splitlines()[-2:] == [
+        f"no result: {keys[1]} (running after 1 attempt(s)): running (or its campaign "
+        "stopped)",
+        f"not run yet: 6 planned episode(s): {', '.join(keys[2:7])} and 1 more"]

@@ -81,11 +81,25 @@ def write_report(episodes: "list[Episode]", missing: "list[Missing]", html: Path
         err_console.print(f"wrote {path}")
 
 
+NAMED_WAITING = 5
+"""Episodes not yet run that the summary line names; the rest it counts."""
+
+
 def print_missing(missing: "list[Missing]") -> None:
-    """One line on stderr per planned episode without a result (its reason is data)."""
+    """On stderr, one line per planned episode without a result that was tried or is
+    running (its reason is data), and one line for those not yet run (a campaign report
+    made halfway has most of its episodes there)."""
+    waiting = [gone.episode for gone in missing if gone.state == "pending" and not gone.attempts]
     for gone in missing:
-        err_console.print(f"no result: {gone.episode} ({gone.state} after {gone.attempts} "
-                          f"attempt(s)): {gone.reason}", markup=False, highlight=False)
+        if gone.episode not in waiting:
+            err_console.print(f"no result: {gone.episode} ({gone.state} after "
+                              f"{gone.attempts} attempt(s)): {gone.reason}",
+                              markup=False, highlight=False)
+    if waiting:
+        more = len(waiting) - NAMED_WAITING
+        named = ", ".join(waiting[:NAMED_WAITING]) + (f" and {more} more" if more > 0 else "")
+        err_console.print(f"not run yet: {len(waiting)} planned episode(s): {named}",
+                          markup=False, highlight=False)
 
 
 def _print_compact(title: str, headers: list[str], rows: list[list[str]]) -> None:
