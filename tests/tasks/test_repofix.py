@@ -254,6 +254,15 @@ def module_key(folder: str, name: str) -> str:
     return f"{folder}/{name}" if name == "__init__.py" else name
 
 
+def python_folders() -> list[Path]:
+    """The environment's prefix and the Python libraries beside it (the base interpreter's,
+    the system's), none inside another."""
+    found = {Path(sys.prefix), Path(sys.base_prefix) / "lib",
+             *Path("/usr/lib").glob("python3*"), *Path("/usr/local/lib").glob("python3*")}
+    return sorted(top for top in found
+                  if top.is_dir() and not any(other in top.parents for other in found))
+
+
 def copies_in_the_environment(libs: list["libraries.Library"]) -> dict[str, list[str]]:
     """Library name -> files under the interpreters' prefixes that hold most of one of its
     modules' long lines: copies, installed or vendored inside another package."""
@@ -262,7 +271,7 @@ def copies_in_the_environment(libs: list["libraries.Library"]) -> dict[str, list
         for key, lines in long_lines(lib).items():
             wanted.setdefault(key, []).append((lib.name, lines))
     copies: dict[str, list[str]] = {}
-    for top in sorted({sys.prefix, sys.base_prefix}):
+    for top in python_folders():
         for root, _, files in os.walk(top):
             for name in files:
                 for owner, lines in wanted.get(module_key(Path(root).name, name), []):
