@@ -85,11 +85,19 @@ def instance_workspace(item: dict, folder: Path) -> None:
     _module("trees").harness_tree(item["label"], folder)
 
 
+FINGERPRINT_CODE_CHARACTERS = 50
+"""Fewest characters, whitespace left out, of a function's text that is a fingerprint: a
+shorter one is common code (a mutant that keeps ``def __eq__(self, other): return
+NotImplemented`` of a method; pandas ships that text)."""
+
+
 def fingerprint_strings(item: dict) -> list[str]:
     """The original function's text (the label; a test library is never in a research
     sandbox) and the mutated function's text (one of its own per instance: two instances
-    of one function differ there). Lines of the issue are left out: pytest's report lines
-    and short test lines are common in any Python environment."""
+    of one function differ there), each where it is long enough to be its own. Lines of
+    the issue are left out: pytest's report lines and short test lines are common in any
+    Python environment."""
     label = item["label"]
     buggy = label["function_source"].replace(label["removed"], label["replacement"], 1)
-    return [span for span in (label["function_source"], buggy) if is_specific(span)]
+    return [span for span in (label["function_source"], buggy)
+            if is_specific(span) and len("".join(span.split())) >= FINGERPRINT_CODE_CHARACTERS]

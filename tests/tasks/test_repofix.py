@@ -301,6 +301,16 @@ def test_an_unmutated_file_is_never_a_source_of_mutants_and_changes_the_cache() 
     assert instances.cache_file(every_file) != instances.cache_file(lib)
 
 
+def test_a_function_text_too_short_to_be_its_own_is_no_fingerprint() -> None:
+    """A toolz instance whose bug leaves ``__eq__`` as a common method: pandas ships the
+    same two lines, and the leak audit refused the task on that file."""
+    condition = ("        if isinstance(other, Compose):\n"
+                 "            return other.first == self.first and other.funcs == self.funcs\n")
+    original = f"    def __eq__(self, other):\n{condition}        return NotImplemented\n"
+    label = {"function_source": original, "removed": condition, "replacement": ""}
+    assert TASK.builder.fingerprint_strings({"label": label}) == [original]
+
+
 def test_the_same_edit_of_two_identical_functions_is_drawn_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     def row(key: str, issue: str, source: str) -> dict:
