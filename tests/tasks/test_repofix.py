@@ -238,9 +238,7 @@ def long_lines(lib: "libraries.Library") -> dict[str, set[str]]:
     often have it."""
     found = {}
     tree = libraries.unpacked(lib)
-    for path in (tree / lib.package).rglob("*.py"):
-        if path.relative_to(tree).as_posix() in lib.unmutated:
-            continue
+    for path in (tree / relative for relative in libraries.source_files(lib, tree)):
         lines = {line.strip() for line in path.read_text(errors="replace").splitlines()
                  if len(line.strip()) >= 40}
         if len(lines) >= 10:
