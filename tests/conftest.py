@@ -90,6 +90,7 @@ def private_store(tmp_path_factory: pytest.TempPathFactory, installation: Path,
     """Every test gets its own $VTBENCH_HOME; nothing touches the user's store."""
     home = new_store(tmp_path_factory.mktemp("vtbench-home"), installation)
     monkeypatch.setenv("VTBENCH_HOME", str(home))
+    monkeypatch.delenv("VTBENCH_RESERVATIONS", raising=False)
     return home
 
 

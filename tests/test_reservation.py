@@ -2,13 +2,16 @@
 waited for or refused naming who holds what, and never leaked by a holder that dies. The
 claim files and their locks are real; the cores are the list each allocator is given."""
 
+import os
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from vtbench.gpus import Gpu, GpuAllocator, GpusUnavailable
 from vtbench.reservation import CoreAllocator, CoresTaken, reserve
 from vtbench.spec import Reservation
 
@@ -112,3 +115,27 @@ def test_a_request_for_more_cores_than_the_host_has_is_refused_at_once_even_when
         pass
     assert time.monotonic() - started < 5
     assert "needs 3 core(s)" in str(refused.value) and "more cores" in refused.value.one_line()
+
+
+def test_private_stores_that_share_a_reservations_folder_never_share_a_core_or_a_gpu(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = [Gpu(0, "NVIDIA H100")]
+    monkeypatch.setenv("VTBENCH_HOME", str(tmp_path / "store-a"))
+    with CoreAllocator([0, 1]).hold(2, "episode of a"), GpuAllocator(gpus).hold(1, "episode of a"):
+        monkeypatch.setenv("VTBENCH_HOME", str(tmp_path / "store-b"))
+        with CoreAllocator([0, 1]).hold(2, "episode of b"), GpuAllocator(gpus).hold(1, "b"):
+            pass  # without a shared folder each store sees only its own claims
+    monkeypatch.setenv("VTBENCH_RESERVATIONS", str(tmp_path / "host"))
+    monkeypatch.setenv("VTBENCH_HOME", str(tmp_path / "store-a"))
+    with CoreAllocator([0, 1]).hold(1, "episode of a"), GpuAllocator(gpus).hold(1, "episode of a"):
+        monkeypatch.setenv("VTBENCH_HOME", str(tmp_path / "store-b"))
+        with CoreAllocator([0, 1]).hold(1, "episode of b") as other:
+            assert other == [1]
+        with pytest.raises(CoresTaken, match="episode of a"), \
+                CoreAllocator([0, 1]).hold(2, "episode of b"):
+            pass
+        with pytest.raises(GpusUnavailable, match="0 of the host's 1 are free"), \
+                GpuAllocator(gpus).hold(1, "episode of b"):
+            pass
+        assert GpuAllocator(gpus).holders() == {0: f"episode of a (pid {os.getpid()})"}
+    assert (tmp_path / "host" / "gpus" / "0.lock").is_file()

@@ -88,7 +88,7 @@ def host_gpus() -> list[Gpu]:
 
 
 def locks_folder() -> Path:
-    return layout.home() / "gpus"
+    return layout.reservations_root() / "gpus"
 
 
 class GpuAllocator:

@@ -25,6 +25,14 @@ def home() -> Path:
     return path.expanduser().resolve()
 
 
+def reservations_root() -> Path:
+    """Where the claims of cores and GPUs live: ``$VTBENCH_RESERVATIONS``, a folder that
+    several private stores on one host share so their episodes never share a core or a GPU,
+    else the private store (then only its own episodes see each other's claims)."""
+    configured = os.environ.get("VTBENCH_RESERVATIONS")
+    return Path(configured).expanduser().resolve() if configured else home()
+
+
 def task_store(task_id: str) -> Path:
     """The private directory of one prepared task (splits, systems, scores)."""
     return home() / "tasks" / task_id

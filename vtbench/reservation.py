@@ -5,9 +5,10 @@ the host, and its GPUs through the GPU allocator (:mod:`vtbench.gpus`). Its rese
 and the grader's evaluations of its candidates run on those cores (a cpuset), so one
 episode's training never shares a core with another episode's validation.
 
-A reservation of cores is a *claim*, the file ``$VTBENCH_HOME/reservations/<pid>-<hex>.json``
-naming its holder, pid, cores and whether it is shared; the holder keeps the file under an
-exclusive ``flock``, which the kernel drops when the holder dies, so a runner killed with
+A reservation of cores is a *claim*, the file ``reservations/<pid>-<hex>.json`` of the
+private store (of ``$VTBENCH_RESERVATIONS`` where several stores share a host) naming its
+holder, pid, cores and whether it is shared; the holder keeps the file under an exclusive
+``flock``, which the kernel drops when the holder dies, so a runner killed with
 ``kill -9`` leaves no core taken: a claim whose lock can be had is stale and the next reader
 removes it. Claims are made one at a time under ``allocate.lock``, so two runners never
 pick the same free core.
@@ -57,7 +58,7 @@ def host_cores() -> list[int]:
 
 
 def claims_folder() -> Path:
-    return layout.home() / "reservations"
+    return layout.reservations_root() / "reservations"
 
 
 @dataclass(frozen=True)
