@@ -14,7 +14,9 @@ host counts in the phase that kept it waiting). "whole" is the trainer's tokens/
 ``--packing``: the trainer packs rows into sequences of ``--max-length`` tokens as trl does
 (best fit; a batch is flattened into one sequence whose rows attend only to themselves); the
 raw loop lays all rows end to end and cuts full sequences, attending causally over each, the
-plain pretraining loop's best case.
+plain pretraining loop's best case. ``--packing-strategy wrapped`` has the trainer pack as
+the raw loop does (its ``packing_strategy`` setting): a forward pass is then micro-batch ×
+max-length with plain causal attention, whatever the micro-batch.
 
 MFU = tokens/s × FLOPs per token ÷ peak; FLOPs per token = 6 × (weights of every matmul, the LM
 head included) + 12 × layers × hidden × context (the mean row length; a full raw sequence's
@@ -32,13 +34,14 @@ two trainings side by side on one GPU, which this does not.
 
 Usage: python bench/train_hf_throughput.py [--shape tiny|smol|qwen2-1.5b] [--base DIR]
     [--task NAME] [--steps N] [--batch N] [--micro-batch N] [--length CHARS]
-    [--max-length TOKENS] [--packing] [--checkpointing]
+    [--max-length TOKENS] [--packing] [--packing-strategy bfd|wrapped] [--checkpointing]
 The tiny shape on the CPU finishes in about a minute; smol and qwen2-1.5b (Qwen2-1.5B's shape,
 random init, no download) are for a GPU, and qwen2-1.5b is refused on the CPU. Full scale
 (a few minutes on one H100; trl attends a packed pass through one mask over the whole
 flattened pass, batch × max_length square, so compare --micro-batch 1):
   python bench/train_hf_throughput.py --shape qwen2-1.5b --packing --max-length 2048
       --length 1024 --checkpointing --batch 8 --steps 20
+  (and with --packing-strategy wrapped --micro-batch 8: both loops on 8 × 2,048 tokens a pass)
 A task's own trainings: python bench/train_hf_throughput.py --task humaneval --steps 50
 """
 
@@ -198,7 +201,7 @@ def synthetic_cases(folder: Path, args: argparse.Namespace) -> list[Case]:
         "batch_size": args.batch, "micro_batch_size": args.micro_batch, "lr": args.lr,
         "schedule": "constant", "warmup_steps": 0, "max_length": args.max_length,
         "completion_only_loss": True, "packing": args.packing,
-        "gradient_checkpointing": args.checkpointing}
+        "packing_strategy": args.packing_strategy, "gradient_checkpointing": args.checkpointing}
     return [Case("trl trainer", "trl", config, data), Case("raw loop", "raw", config, data)]
 
 
@@ -448,6 +451,9 @@ def parse() -> argparse.Namespace:
                              "with --task, the full rows' length, default 1024)")
     parser.add_argument("--packing", action="store_true",
                         help="pack rows into sequences of --max-length tokens")
+    parser.add_argument("--packing-strategy", choices=("bfd", "wrapped"), default="bfd",
+                        help="the trainer's packing: rows kept apart in one flattened pass "
+                             "(bfd), or laid end to end and cut as the raw loop does (wrapped)")
     parser.add_argument("--checkpointing", action="store_true", help="gradient checkpointing")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--peak-tflops", type=float, default=None)
@@ -554,17 +560,23 @@ def describe(args: argparse.Namespace, base: Path, model: str, device: str, case
     per_token = {}
     for case in cases:
         c = case.config
-        full = case.loop == "raw" and c["packing"]
+        full = c["packing"] and (case.loop == "raw" or c.get("packing_strategy") == "wrapped")
         context = c["max_length"] if full else statistics.mean(
             len(e["input_ids"]) for e in examples[case.label])
         per_token[case.label] = 6 * matmul + 12 * layers * hidden * context
         rows, count = passes(c)
         print(f"  {case.label}: batch {c['batch_size']} ({count} pass(es) of {rows}) × "
-              f"max_length {c['max_length']}, {'packed' if c['packing'] else 'padded'}, "
+              f"max_length {c['max_length']}, {packed(case)}, "
               f"checkpointing {'on' if c['gradient_checkpointing'] else 'off'}; attention "
               f"context {context:.0f} tokens; {per_token[case.label] / 1e6:.1f} MFLOP/token")
     print(HEADER, flush=True)
     return per_token, peak
+
+
+def packed(case: Case) -> str:
+    if not case.config["packing"]:
+        return "padded"
+    return "packed" if case.loop == "raw" else f"packed ({case.config['packing_strategy']})"
 
 
 def summarise(cases: list[Case], runs: dict[str, list[Run]], per_token: dict[str, float],

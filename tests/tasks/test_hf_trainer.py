@@ -126,6 +126,22 @@ def test_packed_rows_keep_completion_only_labels_and_do_not_see_each_other(
     assert torch.allclose(packed[row], alone, atol=1e-5)
 
 
+def test_wrapped_packing_cuts_rows_laid_end_to_end_into_sequences_of_max_length(
+        train, base, data, tmp_path) -> None:
+    trainer, batch = first_batch(train, base, data, tmp_path, packing=True,
+                                 packing_strategy="wrapped")
+    assert batch["input_ids"].shape == (16, 32) and "position_ids" not in batch
+    text = trainer.processing_class.decode(batch["input_ids"][0])
+    assert text.count("Q:") >= 2, "a sequence holds more than one row"
+
+
+def test_an_unknown_packing_strategy_is_refused_naming_the_choices(tmp_path) -> None:
+    result = run_trainer(tmp_path, tmp_path, tmp_path / "out",
+                         write(tmp_path, packing=True, packing_strategy="greedy"))
+    assert result.returncode == 1
+    assert "packing_strategy = 'greedy', expected one of bfd, wrapped" in result.stderr
+
+
 @pytest.mark.slow
 def test_two_cpu_processes_under_accelerate_train_a_checkpoint_the_loader_accepts(
         base, data, tmp_path) -> None:

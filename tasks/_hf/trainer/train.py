@@ -37,14 +37,15 @@ from typing import Any
 DEFAULTS: dict[str, Any] = {
     "steps": 300, "batch_size": 16, "micro_batch_size": 0, "lr": 1e-4, "schedule": "cosine",
     "warmup_steps": 0, "weight_decay": 0.0, "max_grad_norm": 1.0, "max_length": 512,
-    "completion_only_loss": True, "packing": False, "precision": "bf16",
+    "completion_only_loss": True, "packing": False, "packing_strategy": "bfd",
+    "precision": "bf16",
     "gradient_checkpointing": False, "processes": "auto", "distributed": "ddp",
     "log_every": 10,
     "lora": {"enabled": False, "r": 16, "alpha": 32, "dropout": 0.05,
              "target_modules": "all-linear"},
 }
 CHOICES = {"schedule": ("constant", "linear", "cosine"), "precision": ("bf16", "fp32"),
-           "distributed": ("ddp", "fsdp")}
+           "distributed": ("ddp", "fsdp"), "packing_strategy": ("bfd", "wrapped")}
 LAUNCHED = "LOCAL_RANK"
 """Set by torchrun (and so by `accelerate launch`) in every process it starts."""
 
@@ -210,6 +211,7 @@ def sft_config(config: dict, seed: int, device: str, processes: int, workdir: Pa
         warmup_steps=config["warmup_steps"], weight_decay=config["weight_decay"],
         max_grad_norm=config["max_grad_norm"], max_length=config["max_length"],
         completion_only_loss=config["completion_only_loss"], packing=config["packing"],
+        packing_strategy=config["packing_strategy"],
         bf16=mixed_bf16(config, device), fp16=False, use_cpu=device == "cpu",
         **checkpointing_args(SFTConfig, checkpointing and not fsdp), fsdp=fsdp or None,
         fsdp_config={"version": 2, "activation_checkpointing": checkpointing} if fsdp else None,
