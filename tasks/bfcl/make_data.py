@@ -18,13 +18,17 @@ Rows are ``{"prompt", "completion"}`` in SmolLM2-Instruct's chat format (ChatML:
 template's text up to the assistant's turn, then the reply; the trainer adds
 ``<|im_end|>``).
 
-The initial data is what a hurried author gets from this: the functions listed as Python
-signatures where the harness shows JSON documents; numbers passed as strings in one row in
-five of those that take a number; one row in ten calling another function than the one
-asked for; every question that asks for several results answered with its first call
-only; one reply in eight wrapped in chat junk (markdown fences, a chatty preamble, stray
-ChatML tags); and repeated rows. The reference data (rows in the reference harness's prompt, see
-``reference_harness/prompting.py``): JSON-schema documents with distracting functions,
+Every row is in the harness's prompt (``public/harness/harness.toml``, shared by the initial
+and the reference harness): the question, then the functions.
+
+The initial data is what a hurried author gets from this: in one row in three the functions
+listed as Python signatures where the harness shows JSON documents; numbers passed as
+strings in one row in five of those that take a number; one row in ten calling another
+function than the one asked for; every question that asks for several results answered with
+its first call only; one reply in eight wrapped in chat junk (markdown fences, a chatty
+preamble, stray ChatML tags); and repeated rows. The reference data (the documents written
+as the reference harness writes them, see ``reference_harness/prompting.py``): JSON-schema
+documents with distracting functions,
 parallel calls of one function, calls of two functions, and multi-step rows where a call
 uses the executed result of the one before (pure functions only, run here).
 """
@@ -36,6 +40,7 @@ import json
 import random
 import re
 import sys
+import tomllib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -62,7 +67,8 @@ PURE = {
 """Functions that only compute from their arguments (None: the whole module): only these
 run, to give multi-step rows their results."""
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
-INITIAL_USER = "{question}\n\nFunctions:\n{functions}"
+PROMPT = tomllib.loads((HERE / "public" / "harness" / "harness.toml").read_text())["prompt"]
+"""The harness's one user message: the question, then the functions."""
 NAME_TYPES = {
     "integer": {"n", "k", "i", "j", "count", "size", "width", "indent", "year", "month",
                 "day", "hour", "minute", "second", "ndigits", "maxsplit", "length", "num",
@@ -98,17 +104,14 @@ JSON_NAME = re.compile(r'"name":\s*"([^"]+)"')
 
 def row_input(row: dict) -> dict | None:
     """The instance input a row's prompt was made from: its first user message (less the
-    function list the initial format appends) and the names of the functions it lists
-    (JSON documents or signature lines, in the system or the user message)."""
+    function list the prompt appends) and the names of the functions it lists (JSON
+    documents or signature lines)."""
     turns = TURN.findall(row.get("prompt", ""))
     users = [content for role, content in turns if role == "user"]
     if not users:
         return None
     question, _, listed = users[0].partition("\n\nFunctions:\n")
-    system = " ".join(content for role, content in turns if role == "system")
-    names = set(JSON_NAME.findall(system + listed)) | set(SIGNATURE_NAME.findall(listed))
-    if "Python signature format" in system:
-        names |= set(SIGNATURE_NAME.findall(system))
+    names = set(JSON_NAME.findall(listed)) | set(SIGNATURE_NAME.findall(listed))
     return {"question": [[{"role": "user", "content": question}]],
             "functions": [{"name": name} for name in sorted(names)]}
 
@@ -321,7 +324,11 @@ def initial_row(pool: list[dict], rng: random.Random) -> dict:
     completion = call_text([(name, arguments)])
     if rng.random() < 0.125:
         completion = rng.choice(JUNK).format(calls=completion)
-    content = INITIAL_USER.format(question=question, functions=python_listing(listed))
+    if rng.random() < 1 / 3:
+        functions = python_listing(listed)
+    else:
+        functions = prompting().json_documents([schema(f) for f in listed])
+    content = PROMPT.format(question=question, functions=functions)
     return {"prompt": chatml([{"role": "user", "content": content}]), "completion": completion}
 
 
@@ -356,8 +363,8 @@ def single_turn_row(pool: list[dict], rng: random.Random) -> dict:
     listed = chosen + (rng.sample(pool, rng.randint(1, 3)) if "multiple" in kind else [])
     listed = list({f["name"]: schema(f) for f in listed}.values())
     rng.shuffle(listed)
-    messages = [{"role": "system", "content": prompting().system_prompt(listed, compact=False)},
-                {"role": "user", "content": " ".join(parts)}]
+    messages = [{"role": "user", "content": prompting().first_message(
+        PROMPT, " ".join(parts), listed, compact=False)}]
     return {"prompt": chatml(messages), "completion": call_text(calls)}
 
 
@@ -416,8 +423,8 @@ def multi_step_rows(executable: list[dict], pool: list[dict], rng: random.Random
                           if k != parameter) + ".")
     listed = [schema(f) for f in [first, second, *rng.sample(pool, 2)]]
     tools = prompting()
-    messages = [{"role": "system", "content": tools.system_prompt(listed, compact=True)},
-                {"role": "user", "content": question}]
+    messages = [{"role": "user", "content": tools.first_message(PROMPT, question, listed,
+                                                                compact=True)}]
     rows = []
     for function, arguments, outcome in ((first, first_arguments, result),
                                          (second, second_arguments, second_result)):

@@ -2,15 +2,15 @@
 
 Data: the committed ``reference_data/train.jsonl`` (``make_data.reference_rows``, mined
 in the environment of ``reference_data/mined_from.txt``), in place of the initial rows:
-the functions as JSON-schema documents like BFCL's, inside the reference harness's own
-prompt (BFCL's system prompt), with distracting documents, parallel calls of one
+the functions as JSON-schema documents like BFCL's, in the harness's prompt (the initial
+and the reference harness share it), with distracting documents, parallel calls of one
 function, calls of two functions, and multi-step rows whose second call uses the executed
 result of the first; every argument of the declared type and no chat junk.
 Trainer: completion-only loss, a smaller learning rate with warm-up and cosine decay, and
-rows long enough for the documents (1,280 tokens: the reference rows reach 1,219).
-Harness: ``reference_harness/`` (see its run.py): BFCL's prompt, calls parsed and repaired
-against the documents, a vote over a greedy and 8 sampled replies, and the multi-turn loop
-run against the task's backends.
+rows long enough for the documents (1,280 tokens: the reference rows reach 1,083). Harness:
+``reference_harness/`` (see its run.py): the initial harness's prompt, calls parsed and
+repaired against the documents, a vote over a greedy and 8 sampled replies, and the
+multi-turn loop run against the task's backends.
 """
 
 import shutil
@@ -45,6 +45,5 @@ def apply_harness(harness_dir: Path, task) -> None:
         shutil.copy(HERE / "reference_harness" / name, harness_dir / name)
     settings_path = harness_dir / "harness.toml"
     settings = tomllib.loads(settings_path.read_text())
-    del settings["prompt"]
     settings.update(HARNESS)
     settings_path.write_text(tomli_w.dumps(settings))

@@ -152,7 +152,8 @@ def test_every_public_row_maps_back_to_the_functions_it_lists() -> None:
     assert len(keys) > 1500
     for row in rows[:200]:
         named = {f["name"] for f in builder.row_input(row)["functions"]}
-        assert all(f"{name}(" in row["prompt"] for name in named)
+        assert named and all(f"{name}(" in row["prompt"] or f'"name": "{name}"' in row["prompt"]
+                             for name in named)
 
 
 # ------------------------------------------------------------------ the scorer
@@ -361,10 +362,11 @@ def test_the_initial_data_is_flawed_the_way_the_readme_says() -> None:
         called = set(__import__("re").findall(r"([\w.]+)\(", row["completion"]))
         wrong += bool(called - listed)
     repeats = len(rows) - len({json.dumps(r, sort_keys=True) for r in rows})
-    signatures = sum("Functions:\n" in r["prompt"] and '"parameters"' not in r["prompt"]
-                     for r in rows)
+    listed = [r["prompt"].partition("Functions:\n")[2] for r in rows]
+    signatures = sum('"parameters"' not in functions for functions in listed)
+    documents = sum(functions.startswith('[{"name": ') for functions in listed)
     assert junk > 150 and quoted > 90 and one_of_several > 300 and wrong > 120
-    assert repeats > 150 and signatures == len(rows)
+    assert repeats > 150 and 600 < signatures < 900 and signatures + documents == len(rows)
 
 
 def test_the_reference_data_has_schema_documents_parallel_and_multi_step_rows(tmp_path) -> None:
@@ -375,7 +377,8 @@ def test_the_reference_data_has_schema_documents_parallel_and_multi_step_rows(tm
     prompting = import_file(TASK.root / "reference_harness" / "prompting.py", "bfcl_prompt_t")
     parallel = steps = documents = 0
     for row in rows:
-        documents += '"parameters":{"type":"dict"' in row["prompt"]
+        documents += '"parameters": {"type": "dict"' in row["prompt"]
+        assert "<|im_start|>user\n" in row["prompt"] and "\n\nFunctions:\n" in row["prompt"]
         steps += "Results:\n" in row["prompt"]
         calls = prompting.parse_calls(row["completion"])
         assert calls is not None or row["completion"] == "Done."

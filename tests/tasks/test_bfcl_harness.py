@@ -113,6 +113,8 @@ def test_the_reference_harness_runs_the_turns_against_the_backends(tmp_path) -> 
     outputs = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     turns = json.loads(outputs[0]["output"])
     assert len(turns) == len(item["label"]["ground_truth"]) and all(turns)
+    first_question = item["input"]["question"][0][-1]["content"]
+    assert outputs[0]["trajectory"]["first"].startswith(first_question + "\n\nFunctions:\n")
     steps = outputs[0]["trajectory"]["steps"]
     assert all("results" in step for step in steps if step["calls"])
     assert not any(result.startswith("Error") for step in steps

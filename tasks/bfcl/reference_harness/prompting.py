@@ -1,10 +1,11 @@
 """Prompts, parsing and repair of calls for the bfcl reference harness.
 
-Prompt: BFCL's own system prompt for prompting models (its "classic" style: answer with
-``[func(param=value), ...]`` and nothing else), the function documents after it, then the
-user's message. Documents go in as compact JSON without BFCL's Python-syntax hint; where
-they would not fit the model's context (a multi-turn entry's two backends take up to
-8,000 tokens that way), as one signature line per function (:func:`signature_lines`).
+Prompt: the harness's own template (``prompt`` in harness.toml, the initial harness's: the
+question, then the function documents as JSON), so a model trained on rows in that format
+is prompted as it was trained, whichever harness asks it. Documents go in without BFCL's
+Python-syntax hint; where they would not fit the model's context (a multi-turn entry's two
+backends take up to 8,000 tokens as JSON), as one signature line per function
+(:func:`signature_lines`).
 
 Repair: every parsed call is checked against the documents (:func:`repair`): an unknown
 function name becomes the closest documented one, unknown parameters are dropped,
@@ -17,21 +18,6 @@ import ast
 import difflib
 import json
 
-SYSTEM = (
-    "You are an expert in composing functions. You are given a question and a set of "
-    "possible functions. Based on the question, you will need to make one or more "
-    "function/tool calls to achieve the purpose. If none of the functions can be used, "
-    "point it out. If the given question lacks the parameters required by the function, "
-    "also point it out. You should only return the function calls in your response.\n\n"
-    "If you decide to invoke any of the function(s), you MUST put it in the format of "
-    "[func_name1(params_name1=params_value1, params_name2=params_value2...), "
-    "func_name2(params)]. You SHOULD NOT include any other text in the response.\n\n"
-    "At each turn, you should try your best to complete the tasks requested by the user "
-    "within the current turn. Continue to output functions to call until you have "
-    "fulfilled the user's request to the best of your ability. Once you have no more "
-    "functions to call, the system will consider the current turn complete and proceed "
-    "to the next turn or task.\n\n"
-    "Here is a list of functions in {style} format that you can invoke.\n{functions}\n")
 HINT = " Note that the provided function is in Python 3 syntax."
 TYPES = {"string": str, "integer": int, "float": float, "number": float, "boolean": bool,
          "array": list, "tuple": list, "dict": dict, "object": dict}
@@ -44,7 +30,8 @@ def plain(functions: list[dict]) -> list[dict]:
 
 
 def json_documents(functions: list[dict]) -> str:
-    return json.dumps(plain(functions), separators=(",", ":"))
+    """The documents as the initial harness writes them (``json.dumps``), less the hint."""
+    return json.dumps(plain(functions))
 
 
 def type_name(schema: dict) -> str:
@@ -72,10 +59,10 @@ def signature_lines(functions: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def system_prompt(functions: list[dict], compact: bool) -> str:
-    if compact:
-        return SYSTEM.format(style="Python signature", functions=signature_lines(functions))
-    return SYSTEM.format(style="JSON", functions=json_documents(functions))
+def first_message(template: str, question: str, functions: list[dict], compact: bool) -> str:
+    """The question in ``template`` with the documents: JSON, or signature lines (compact)."""
+    listing = signature_lines(functions) if compact else json_documents(functions)
+    return template.format(question=question, functions=listing)
 
 
 def results_message(calls: list[str], results: list[str]) -> str:

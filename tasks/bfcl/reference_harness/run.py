@@ -1,19 +1,21 @@
-"""bfcl reference harness: BFCL's prompt, calls repaired against the documents, a vote over
-samples, and the multi-turn loop run against the task's backends.
+"""bfcl reference harness: the initial harness's prompt, calls repaired against the
+documents, a vote over samples, and the multi-turn loop run against the task's backends.
 
 Protocol: python run.py --inputs IN.jsonl --base-url URL --out OUT.jsonl (see the initial
 harness's docstring for the input and output shapes).
 
-One question: BFCL's system prompt with the documents (see prompting.py), the question,
-then one greedy reply and ``samples`` sampled ones. Each is parsed and repaired
+One question: the question and the documents in the harness's ``prompt`` (see
+prompting.py), then one greedy reply and ``samples`` sampled ones. Each is parsed and repaired
 (prompting.repair); among the replies whose calls are all valid, the answer given most
 often wins (the earliest, greedy first, on a tie); with none valid, the greedy reply's.
 
-Several turns: per user turn, up to ``max_steps`` steps: the model answers, its calls are
-repaired and run against the entry's backends (``bfcl_eval/``, the classes the scorer runs
-them against, through BFCL's own executor), and their results come back as a user message;
-a reply with no call ends the turn. The backends keep their state from turn to turn, as
-the scorer's do. Old results are shortened when the prompt would outgrow the context.
+Several turns: the first turn's question in the ``prompt`` with the documents as signature
+lines, the later turns' messages as they are; per user turn, up to ``max_steps`` steps: the
+model answers, its calls are repaired and run against the entry's backends (``bfcl_eval/``,
+the classes the scorer runs them against, through BFCL's own executor), and their results
+come back as a user message; a reply with no call ends the turn. The backends keep their
+state from turn to turn, as the scorer's do. Old results are shortened when the prompt would
+outgrow the context.
 """
 
 import argparse
@@ -24,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from client import chat
-from prompting import call_string, parse_calls, repair, results_message, system_prompt
+from prompting import call_string, first_message, parse_calls, repair, results_message
 
 HERE = Path(__file__).parent
 THREADS = 8
@@ -61,11 +63,12 @@ def vote(found: list[tuple[str, bool]]) -> str:
 
 
 def single_turn(task: dict, settings: dict, base_url: str) -> tuple[str, dict]:
-    functions = task["functions"]
-    messages = [{"role": "system", "content": system_prompt(functions, compact=False)},
-                *task["question"][0]]
+    functions, question = task["functions"], task["question"][0][-1]["content"]
+    messages = [{"role": "user", "content": first_message(settings["prompt"], question,
+                                                          functions, compact=False)}]
     if not fits(messages, settings):
-        messages[0]["content"] = system_prompt(functions, compact=True)
+        messages[0]["content"] = first_message(settings["prompt"], question, functions,
+                                               compact=True)
     greedy = chat(base_url, messages, settings["decoding"])
     sampled = chat(base_url, messages, settings["sampling"], n=settings["samples"],
                    seed=settings.get("seed"))
@@ -78,7 +81,7 @@ def single_turn(task: dict, settings: dict, base_url: str) -> tuple[str, dict]:
 
 def shorten_results(messages: list[dict], settings: dict) -> None:
     """Cut old results messages (oldest first) until the prompt fits."""
-    for message in messages[2:-1]:
+    for message in messages[1:-1]:
         if fits(messages, settings):
             return
         if message["role"] == "user" and message["content"].startswith("Results:"):
@@ -111,11 +114,14 @@ def run_step(messages: list[dict], task: dict, settings: dict, base_url: str,
 
 
 def multi_turn(task: dict, settings: dict, base_url: str, instance_id: str) -> tuple[str, dict]:
-    functions = task["functions"]
-    messages = [{"role": "system", "content": system_prompt(functions, compact=True)}]
+    functions, messages = task["functions"], []
     context = {"model": "reference_harness", "id": instance_id}
     turns, log = [], []
-    for turn in task["question"]:
+    for index, turn in enumerate(task["question"]):
+        if index == 0:
+            *before, last = turn
+            turn = [*before, {**last, "content": first_message(
+                settings["prompt"], last["content"], functions, compact=True)}]
         messages += turn
         steps = []
         for _ in range(settings["max_steps"]):
@@ -125,7 +131,7 @@ def multi_turn(task: dict, settings: dict, base_url: str, instance_id: str) -> t
                 break
             steps.append(calls)
         turns.append(steps)
-    return json.dumps(turns), {"steps": log, "system": messages[0]["content"][:2000]}
+    return json.dumps(turns), {"steps": log, "first": messages[0]["content"][:2000]}
 
 
 def solve(instance: dict, settings: dict, base_url: str) -> dict:
