@@ -10,8 +10,12 @@ runs one untimed batch of each size below (on the static path that batch capture
 graphs of its shape: the capture seconds printed; later batches of that shape reuse them).
 Per path: a batch's generation seconds ÷ its tokens per row (what ``batch_rows.py``
 reports) and the marginal cost of a step, (T − T/8 tokens' seconds) ÷ (7T/8), which leaves
-the prefill out. Also how many rows' tokens the two paths agree on (all on a CPU; on a GPU
-bf16 rounding may flip a sampled token at a near tie, and the row goes its own way).
+the prefill out. Also how many rows' tokens the two paths agree on: every greedy row; a
+sampled row of this random-weight model may not (its next-token distributions are nearly
+uniform, so a rounding difference between the paths flips a near tie, on a CPU as well as
+in bf16 on a GPU, and the row goes its own way). Last,
+the nucleus sampler alone (``sample_rows`` on the rows' logits over the whole vocabulary),
+to show how much of a step it takes.
 
     python bench/decode_step.py --device cuda
 """
@@ -26,6 +30,7 @@ import torch
 from sampling_cost import VOCAB, smol_shaped_model, word_tokenizer
 
 from vtbench.models.batching import BatchEngine, Completion, GenerationRequest
+from vtbench.models.static_cache import sample_rows
 
 
 def requests(rows: int, tokens: int, temperature: float) -> list[GenerationRequest]:
@@ -87,6 +92,25 @@ def measure(model: torch.nn.Module, static: bool, args: argparse.Namespace) -> P
                       tokens)
 
 
+def sampler_ms(rows: int, device: str, temperature: float, repeats: int = 50) -> float:
+    """Median milliseconds of one :func:`sample_rows` call on ``rows`` random logits."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    logits = torch.randn(rows, VOCAB, device=device, generator=generator) * 4
+    heat = torch.full((rows,), max(temperature, 1e-3), device=device)
+    top_p = torch.full((rows,), 0.95, device=device)
+    draws = torch.rand(rows, device=device, generator=generator)
+    timings = []
+    for _ in range(repeats + 3):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        sample_rows(logits, heat, top_p, draws)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        timings.append(1000 * (time.perf_counter() - started))
+    return statistics.median(timings[3:])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -114,6 +138,9 @@ def main() -> None:
     print(f"generate / static per step: {slow.per_step_ms / fast.per_step_ms:.2f} "
           f"(marginal {slow.marginal_ms / fast.marginal_ms:.2f}); "
           f"rows with identical tokens: {agree}/{args.rows}")
+    alone = sampler_ms(args.rows, args.device, args.temperature)
+    print(f"the sampler alone: {alone:.2f} ms a step ({alone / fast.marginal_ms:.0%} of the "
+          f"static path's marginal step)")
 
 
 if __name__ == "__main__":
