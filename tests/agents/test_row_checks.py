@@ -7,6 +7,7 @@ toolcalc carry so that only relabelling repairs them: those pass every check of 
 input, and the filter keeps them."""
 
 import json
+import re
 import shutil
 import sys
 import tomllib
@@ -16,7 +17,15 @@ import pytest
 
 from vtbench import layout
 from vtbench.agents.filter_agent import filter_data
-from vtbench.agents.row_checks import Arith, Dsl, Extract, Toolcalc, load_interpreter, row_check
+from vtbench.agents.row_checks import (
+    Arith,
+    Bfcl,
+    Dsl,
+    Extract,
+    Toolcalc,
+    load_interpreter,
+    row_check,
+)
 from vtbench.tasks import find_task
 from vtbench.tasks.registry import Task
 
@@ -95,6 +104,68 @@ def test_toolcalc_drops_wrong_results_wrong_operations_and_unchecked_answers() -
              "Calc: 136+561+884=1581\nAnswer: 1581"),
             ("Question: What is 47 times 83?\n", "Calc: 47*84=3948\nAnswer: 3948")]
     assert check.consistent(rows) == [True, False, False, False, False, False, True, False]
+
+
+HYPOT = {"name": "math.hypot", "description": "Return the Euclidean distance.",
+         "parameters": {"type": "dict", "properties": {"x": {"type": "float"},
+                                                       "y": {"type": "float"},
+                                                       "label": {"type": "string"}},
+                        "required": ["x", "y"]}}
+
+
+def chat_prompt(question: str, functions: str) -> str:
+    return (f"<|im_start|>system\nYou are SmolLM<|im_end|>\n<|im_start|>user\n{question}"
+            f"\n\nFunctions:\n{functions}<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_bfcl_keeps_the_list_of_calls_alone_and_drops_rows_that_list_python_signatures(
+        ) -> None:
+    check, calls = Bfcl(), "[math.hypot(x=3, y=4.5)]"
+    prompt = chat_prompt("How far is (3, 4.5)?", json.dumps([HYPOT]))
+    for completion in (calls, f"```python\n{calls}\n```",
+                       f"Sure! Here is the function call you need:\n{calls}",
+                       f"{calls}<|im_end|>\n<|im_start|>assistant\n{calls}",
+                       f"<|im_start|>assistant\n{calls}"):
+        assert check.normalise((prompt, completion)) == (prompt, calls)
+    assert check.normalise((prompt, "The distance is 5.4.")) is None
+    signatures = chat_prompt("How far is (3, 4.5)?", "math.hypot(*coordinates)\n    Return it.")
+    assert check.normalise((signatures, calls)) is None
+
+
+def test_bfcl_drops_strings_for_numbers_unlisted_functions_missing_arguments_and_lone_calls(
+        ) -> None:
+    check, prompt = Bfcl(), chat_prompt("How far is (3, 4.5)?", json.dumps([HYPOT]))
+    again = chat_prompt("How far is (3, 4.5)? Do the same for x = 1 and y = 2.",
+                        json.dumps([HYPOT]))
+    rows = [(prompt, "[math.hypot(x=3, y=4.5, label='a')]"),
+            (prompt, "[math.hypot(x='3', y=4.5)]"),
+            (prompt, "[math.dist(x=3, y=4.5)]"),
+            (prompt, "[math.hypot(x=3)]"),
+            (prompt, "[math.hypot(x=3, y=4.5, z=1)]"),
+            (prompt, "[math.hypot(x=True, y=4.5)]"),
+            (again, "[math.hypot(x=3, y=4.5)]"),
+            (again, "[math.hypot(x=3, y=4.5), math.hypot(x=1, y=2)]")]
+    assert check.consistent(rows) == [True, False, False, False, False, False, False, True]
+
+
+def test_on_bfcls_public_data_the_filter_keeps_only_documented_calls_of_listed_functions(
+        tmp_path: Path) -> None:
+    pack = find_task("bfcl")
+    shutil.copytree(pack.root / "public" / "harness", tmp_path / "harness")
+    data = shutil.copytree(pack.root / "public" / "data", tmp_path / "data")
+    check = row_check(tmp_path)
+    assert isinstance(check, Bfcl)
+    counts = filter_data(data, check)
+    rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
+    assert len(rows) == counts.kept >= 800 and counts.off_format >= 600
+    for row in rows:
+        listed = json.loads(row["prompt"].partition("\n\nFunctions:\n")[2].partition(
+            "<|im_end|>")[0])
+        called = {name for name, _ in check.calls(row["completion"]) or []}
+        assert called and called <= {document["name"] for document in listed}
+        assert not re.search(r"=\s*'\d+(\.\d+)?'", row["completion"])
+    again = filter_data(data, row_check(tmp_path))
+    assert (again.dropped, again.rewritten) == (0, 0)
 
 
 def test_dsl_rewrites_programs_into_the_documented_syntax_and_runs_them_on_the_examples(

@@ -1,14 +1,15 @@
-"""What the lightweight baselines know about each tiny task's training rows: the harness's
-prompt format, the other formats the public data writes the same content in, and how a
-row's label can be checked against its own input.
+"""What the lightweight baselines know about the training rows of the tiny tasks and bfcl: the
+harness's prompt format, the other formats the public data writes the same content in, and
+how a row's label can be checked against its own input.
 
 A check never makes a label: :meth:`RowCheck.normalise` rewrites a row into the format the
 harness prompts with (``Q: …\\nA:`` → ``Question: …\\nAnswer:``, a Python dict → JSON)
 keeping every value it holds, and :meth:`RowCheck.consistent` only says whether a row's
-label agrees with its input (extract: every value appears in the sentence; arith: the
-worked arithmetic checks out on the question's numbers). A row whose label cannot be
-checked does not pass. Everything here is read from public files (the task's README, its
-harness and its training data), as a careful agent in the research sandbox would.
+label agrees with its input (extract: every value appears in the sentence; arith: the worked
+arithmetic checks out on the question's numbers; bfcl: the calls fit the listed documents).
+A row whose label cannot be checked does not pass. Everything here is read from public files
+(the task's README, its harness and its training data), as a careful agent in the research
+sandbox would.
 """
 
 import ast
@@ -20,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 Pair = tuple[str, str]
 """(prompt, completion) of one training row."""
@@ -240,6 +241,84 @@ class Dsl:
                                       for source, target in examples or [])
 
 
+class Bfcl:
+    """Calls of functions listed as JSON documents, in SmolLM2's chat format. A reply is
+    rewritten to its list of calls alone (a code fence, a preamble or a repeated turn
+    around it goes); it checks out when every called function is listed, every argument
+    is a documented parameter of the declared type (a number is not a string), every
+    required parameter is there, and a question that asks for the same again ("Do the
+    same for ...") gets a call for each. A row that lists its functions as Python
+    signatures cannot be rewritten into documents without inventing their types: it does
+    not pass."""
+
+    prompt = "{question}\n\nFunctions:\n{functions}"
+    USER = re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S)
+    TYPES: ClassVar[dict[str, tuple[type, ...]]] = {
+        "string": (str,), "integer": (int,), "float": (int, float), "number": (int, float),
+        "boolean": (bool,), "array": (list, tuple), "tuple": (list, tuple), "dict": (dict,),
+        "object": (dict,)}
+
+    def normalise(self, row: Pair) -> Pair | None:
+        if self.documents(row[0]) is None:
+            return None
+        lines = re.split(r"\n|<\|im_(?:start|end)\|>", row[1])
+        calls = next((line.strip() for line in lines if self.calls(line.strip())), None)
+        return (row[0], calls) if calls else None
+
+    def documents(self, prompt: str) -> tuple[str, dict[str, dict]] | None:
+        """The question and the listed documents by name; None for another format."""
+        user = self.USER.search(prompt)
+        question, found, listing = (user[1] if user else "").partition("\n\nFunctions:\n")
+        try:
+            listed = json.loads(listing) if found else None
+        except ValueError:
+            return None
+        if not isinstance(listed, list) or not all(
+                isinstance(d, dict) and isinstance(d.get("name"), str) for d in listed):
+            return None
+        return question, {d["name"]: d for d in listed}
+
+    @staticmethod
+    def calls(text: str) -> list[tuple[str, dict[str, object]]] | None:
+        """The calls of ``[f(a=1), g(b='x')]``, keyword arguments with literal values only."""
+        try:
+            tree = ast.parse(text, mode="eval").body
+            if not isinstance(tree, ast.List) or not tree.elts or not all(
+                    isinstance(n, ast.Call) and not n.args for n in tree.elts):
+                return None
+            return [(ast.unparse(n.func), {k.arg: ast.literal_eval(k.value)
+                                           for k in n.keywords if k.arg})
+                    for n in tree.elts if isinstance(n, ast.Call)]
+        except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+            return None
+
+    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
+        return [self.checks_out(prompt, completion) for prompt, completion in rows]
+
+    def checks_out(self, prompt: str, completion: str) -> bool:
+        found, calls = self.documents(prompt), self.calls(completion)
+        if found is None or not calls:
+            return False
+        question, documents = found
+        if len(calls) < 1 + question.count("Do the same for"):
+            return False
+        return all(name in documents and self.fits(arguments, documents[name])
+                   for name, arguments in calls)
+
+    def fits(self, arguments: dict[str, object], document: dict) -> bool:
+        parameters = document.get("parameters") or {}
+        properties = parameters.get("properties") or {}
+        return (set(parameters.get("required") or []) <= set(arguments)
+                and all(key in properties and self.typed(value, properties[key])
+                        for key, value in arguments.items()))
+
+    def typed(self, value: object, schema: dict) -> bool:
+        kinds = self.TYPES.get(schema.get("type", ""))
+        if kinds is None:
+            return True
+        return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+
+
 def load_interpreter(path: Path) -> ModuleType | None:
     """The workspace's public DSL interpreter, or None where the task has none. It is
     compiled here and no bytecode is written beside it: the harness stays as shipped."""
@@ -260,7 +339,8 @@ def row_check(workspace: Path) -> RowCheck | None:
     if prompt == Dsl.prompt:
         interpreter = load_interpreter(workspace / "harness" / "dsl.py")
         return Dsl(interpreter) if interpreter else None
-    checks: tuple[type[Arith | Extract | Toolcalc], ...] = (Arith, Extract, Toolcalc)
+    checks: tuple[type[Arith | Extract | Toolcalc | Bfcl], ...] = (Arith, Extract, Toolcalc,
+                                                                    Bfcl)
     return next((check() for check in checks if check.prompt == prompt), None)
 
 
