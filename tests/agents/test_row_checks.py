@@ -22,6 +22,7 @@ from vtbench.agents.row_checks import (
     Bfcl,
     Dsl,
     Extract,
+    Shell,
     Toolcalc,
     load_interpreter,
     row_check,
@@ -164,6 +165,52 @@ def test_on_bfcls_public_data_the_filter_keeps_only_documented_calls_of_listed_f
         called = {name for name, _ in check.calls(row["completion"]) or []}
         assert called and called <= {document["name"] for document in listed}
         assert not re.search(r"=\s*'\d+(\.\d+)?'", row["completion"])
+    again = filter_data(data, row_check(tmp_path))
+    assert (again.dropped, again.rewritten) == (0, 0)
+
+
+def shell_prompt(query: str) -> str:
+    return ("<|im_start|>system\nYou are SmolLM<|im_end|>\n<|im_start|>user\nWrite one bash "
+            f"command that does this: {query}\nReply with the command only.<|im_end|>\n"
+            "<|im_start|>assistant\n")
+
+
+def test_shell_keeps_the_command_alone_out_of_the_prose_around_it() -> None:
+    check, prompt = Shell(), shell_prompt("Show the top 3 lines of /data/a/notes.txt")
+    command = "head -n 3 /data/a/notes.txt"
+    for completion in (command, f"You can use the following command: {command}",
+                       f"To do this, run:\n```bash\n{command}\n```",
+                       f"Sure! Here is the command:\n{command}",
+                       f"The head command does this. For example: {command}"):
+        assert check.normalise((prompt, completion)) == (prompt, command)
+    assert check.normalise(("Question: 1+1\nAnswer:", command)) is None
+
+
+def test_shell_drops_commands_that_name_other_files_or_other_numbers() -> None:
+    check = Shell()
+    prompt = shell_prompt("Show the top 3 lines of /data/a/notes.txt")
+    folder = shell_prompt("Create a directory named kestrel inside /data/orbit")
+    rows = [(prompt, "head -n 3 /data/a/notes.txt"),
+            (prompt, "head -n 5 /data/a/notes.txt"),
+            (prompt, "wc -l < /files/wren/maple.txt"),
+            (prompt, "head -n 3 '/data/a/notes.txt"),
+            (folder, "mkdir -p /data/orbit/kestrel"),
+            (folder, "find /data/orbit -mindepth 1 -type d")]
+    assert check.consistent(rows) == [True, False, False, False, True, True]
+
+
+def test_on_shells_data_the_filter_keeps_every_true_command_and_drops_other_rows_commands(
+        tmp_path: Path) -> None:
+    pack = find_task("shell")
+    true_rows = pack.builder.clean_rows(7, 400, verify=False)
+    assert Shell().consistent([(r["prompt"], r["completion"]) for r in true_rows]) == \
+        [True] * len(true_rows)
+    shutil.copytree(pack.root / "public" / "harness", tmp_path / "harness")
+    data = shutil.copytree(pack.root / "public" / "data", tmp_path / "data")
+    check = row_check(tmp_path)
+    assert isinstance(check, Shell)
+    counts = filter_data(data, check)
+    assert counts.kept >= 1000 and counts.mislabelled >= 100 and counts.rewritten >= 100
     again = filter_data(data, row_check(tmp_path))
     assert (again.dropped, again.rewritten) == (0, 0)
 

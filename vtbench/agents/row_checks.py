@@ -1,21 +1,22 @@
-"""What the lightweight baselines know about the training rows of the tiny tasks and bfcl: the
-harness's prompt format, the other formats the public data writes the same content in, and
-how a row's label can be checked against its own input.
+"""What the lightweight baselines know about the training rows of the tiny tasks, bfcl and
+shell: the harness's prompt format, the other formats the public data writes the same
+content in, and how a row's label can be checked against its own input.
 
 A check never makes a label: :meth:`RowCheck.normalise` rewrites a row into the format the
 harness prompts with (``Q: …\\nA:`` → ``Question: …\\nAnswer:``, a Python dict → JSON)
 keeping every value it holds, and :meth:`RowCheck.consistent` only says whether a row's
 label agrees with its input (extract: every value appears in the sentence; arith: the worked
-arithmetic checks out on the question's numbers; bfcl: the calls fit the listed documents).
-A row whose label cannot be checked does not pass. Everything here is read from public files
-(the task's README, its harness and its training data), as a careful agent in the research
-sandbox would.
+arithmetic checks out on the question's numbers; bfcl: the calls fit the listed documents;
+shell: the command names the request's files). A row whose label cannot be checked does not
+pass. Everything here is read from public files (the task's README, its harness and its
+training data), as a careful agent in the research sandbox would.
 """
 
 import ast
 import json
 import operator
 import re
+import shlex
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -319,6 +320,56 @@ class Bfcl:
         return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
 
 
+class Shell:
+    """One bash command for a request in SmolLM2's chat format. A reply that wraps its
+    command in prose ("Sure! Here is the command:", "For example:", a code fence) is
+    rewritten to the command alone; it checks out when every absolute path it names is one
+    the request names, or lies under one, and every number but 0 and 1 is one the request
+    states (a command copied from another row names other files)."""
+
+    prompt = "Write one bash command that does this: {query}\nReply with the command only."
+    QUERY = re.compile(r"<\|im_start\|>user\nWrite one bash command that does this: (.*?)\n"
+                       r"Reply with the command only\.<\|im_end\|>", re.S)
+    PROSE = (re.compile(r"```(?:bash)?\n(.+?)\n```", re.S),
+             re.compile(r"(?:You can use the following command:|For example:) (.+)", re.S),
+             re.compile(r"Sure! Here is the command:\n(.+)", re.S))
+    PATH = re.compile(r"/[\w.\-/]*[\w.\-]")
+    NUMBER = re.compile(r"(?<![\w./-])\d+(?![\w.])")
+
+    def normalise(self, row: Pair) -> Pair | None:
+        if not self.QUERY.search(row[0]):
+            return None
+        command = row[1].strip()
+        for pattern in self.PROSE:
+            found = pattern.search(command)
+            if found:
+                command = found[1].strip()
+                break
+        return (row[0], command) if command and "\n" not in command else None
+
+    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
+        return [self.checks_out(prompt, completion) for prompt, completion in rows]
+
+    def checks_out(self, prompt: str, completion: str) -> bool:
+        query, named = self.QUERY.search(prompt), self.paths(completion)
+        if query is None or named is None:
+            return False
+        given = {path.rstrip("/") for path in self.PATH.findall(query[1])}
+        numbers = set(self.NUMBER.findall(completion)) - {"0", "1"}
+        return (all(any(p == g or p.startswith(g + "/") for g in given) for p in named)
+                and numbers <= set(self.NUMBER.findall(query[1])))
+
+    @staticmethod
+    def paths(command: str) -> set[str] | None:
+        """The absolute paths among the command's words (None: it does not split)."""
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return None
+        return {part.rstrip("/*").rstrip("/") for word in words
+                for part in re.split(r"[<>|;=]", word) if part.startswith("/")}
+
+
 def load_interpreter(path: Path) -> ModuleType | None:
     """The workspace's public DSL interpreter, or None where the task has none. It is
     compiled here and no bytecode is written beside it: the harness stays as shipped."""
@@ -339,14 +390,16 @@ def row_check(workspace: Path) -> RowCheck | None:
     if prompt == Dsl.prompt:
         interpreter = load_interpreter(workspace / "harness" / "dsl.py")
         return Dsl(interpreter) if interpreter else None
-    checks: tuple[type[Arith | Extract | Toolcalc | Bfcl], ...] = (Arith, Extract, Toolcalc,
-                                                                    Bfcl)
+    checks: tuple[type[Arith | Extract | Toolcalc | Bfcl | Shell], ...] = (
+        Arith, Extract, Toolcalc, Bfcl, Shell)
     return next((check() for check in checks if check.prompt == prompt), None)
 
 
 def harness_prompt(settings: Path) -> str | None:
+    """The harness's prompt template: its ``prompt``, or its chat ``request``."""
     try:
-        prompt = tomllib.loads(settings.read_text()).get("prompt")
+        found = tomllib.loads(settings.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None
+    prompt = found.get("prompt", found.get("request"))
     return prompt if isinstance(prompt, str) else None
