@@ -22,6 +22,7 @@ from vtbench.agents.row_checks import (
     Bfcl,
     Dsl,
     Extract,
+    Humaneval,
     Shell,
     Toolcalc,
     load_interpreter,
@@ -215,6 +216,41 @@ def test_on_shells_data_the_filter_keeps_every_true_command_and_drops_other_rows
     assert (again.dropped, again.rewritten) == (0, 0)
 
 
+def test_humaneval_restores_four_space_indents_and_drops_stubs_and_bodies_of_other_functions(
+        ) -> None:
+    check, prompt = Humaneval(), 'def area(width, height):\n    """The area."""\n'
+    body = "    if width < 0:\n        return 0\n    return width * height\n"
+    for written in (body, body.replace("    ", "\t"), body.replace("    ", "  ")):
+        assert check.normalise((prompt, written)) == (prompt, body)
+    assert check.normalise((prompt, "    return (\n")) is None
+    rows = [(prompt, body), (prompt, "    pass\n"), (prompt, "    ...\n"),
+            (prompt, "    raise NotImplementedError\n"),
+            (prompt, "    return sorted(items, key=key)\n"),
+            ("def now(self):\n    \"\"\"The time.\"\"\"\n", "    return time.time()\n")]
+    assert check.consistent(rows) == [True, False, False, False, False, True]
+
+
+def test_on_humanevals_data_the_filter_keeps_its_true_bodies_and_few_of_other_functions(
+        tmp_path: Path) -> None:
+    """Judged by the mined pool: a kept row's body is mostly its prompt's own (a body of
+    another function that reads a parameter of the same name passes); stubs never are."""
+    pack = find_task("humaneval")
+    own = {f["prompt"]: f["completion"] for f in pack.builder.mined_pool()}
+    shutil.copytree(pack.root / "public" / "harness", tmp_path / "harness")
+    data = shutil.copytree(pack.root / "public" / "data", tmp_path / "data")
+    given = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
+    true_prompts = {r["prompt"] for r in given if own[r["prompt"]] == r["completion"]
+                    and not pack.builder.is_stub(r["completion"])}
+    check = row_check(tmp_path)
+    assert isinstance(check, Humaneval)
+    counts = filter_data(data, check)
+    kept = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
+    assert counts.kept == len(kept) and counts.rewritten >= 50
+    truly = sum(own[r["prompt"]] == r["completion"] for r in kept)
+    assert truly >= 0.95 * len(true_prompts) and truly >= 0.8 * len(kept)
+    assert not any(pack.builder.is_stub(r["completion"]) for r in kept)
+
+
 def test_dsl_rewrites_programs_into_the_documented_syntax_and_runs_them_on_the_examples(
         ) -> None:
     check = dsl_check()
@@ -253,7 +289,7 @@ def test_checking_dsl_rows_writes_nothing_into_the_harness(
 def test_a_task_without_a_check_gets_none_and_so_only_generic_filtering(
         tmp_path: Path) -> None:
     assert row_check(tmp_path) is None  # no harness at all
-    shutil.copytree(layout.BUILTIN_TASKS / "humaneval" / "public" / "harness", tmp_path / "harness")
+    shutil.copytree(layout.BUILTIN_TASKS / "repofix" / "public" / "harness", tmp_path / "harness")
     assert row_check(tmp_path) is None
     shutil.rmtree(tmp_path / "harness")
     harness = shutil.copytree(layout.BUILTIN_TASKS / "dsl" / "public" / "harness",

@@ -1,5 +1,5 @@
-"""What the lightweight baselines know about the training rows of the tiny tasks, bfcl and
-shell: the harness's prompt format, the other formats the public data writes the same
+"""What the lightweight baselines know about the training rows of the tiny tasks, bfcl, shell
+and humaneval: the harness's prompt format, the other formats the public data writes the same
 content in, and how a row's label can be checked against its own input.
 
 A check never makes a label: :meth:`RowCheck.normalise` rewrites a row into the format the
@@ -370,6 +370,58 @@ class Shell:
                 for part in re.split(r"[<>|;=]", word) if part.startswith("/")}
 
 
+class Humaneval:
+    """A function's body after its signature and docstring: a body indented with tabs or
+    two spaces a level is rewritten to four; it checks out when the function parses, does
+    something (not ``pass``, ``...`` or ``raise NotImplementedError``) and reads at least one
+    of its own parameters where it has any besides ``self`` and ``cls`` (a body paired with
+    another function's docstring reads that function's names instead)."""
+
+    prompt = ""
+    """The harness sends each prompt as it is; it is known by its stop strings instead."""
+    STOP = ("\ndef", "\nclass", "\nif __name__", "\nprint")
+
+    def normalise(self, row: Pair) -> Pair | None:
+        body = self.four_spaces(row[1])
+        return (row[0], body) if self.function(row[0], body) is not None else None
+
+    @staticmethod
+    def four_spaces(body: str) -> str:
+        lines = body.splitlines(keepends=True)
+        indents = [len(line) - len(line.lstrip(" ")) for line in lines if line.strip()]
+        if any(line.startswith("\t") for line in lines):
+            return "".join("    " * (len(line) - len(line.lstrip("\t"))) + line.lstrip("\t")
+                           for line in lines)
+        if indents and min(indents) == 2:
+            return "".join(" " * (len(line) - len(line.lstrip(" "))) + line for line in lines)
+        return body
+
+    @staticmethod
+    def function(prompt: str, body: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        try:
+            tree = ast.parse(prompt + body)
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            return None
+        return next((node for node in ast.walk(tree)
+                     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+
+    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
+        return [self.checks_out(prompt, body) for prompt, body in rows]
+
+    def checks_out(self, prompt: str, body: str) -> bool:
+        function = self.function(prompt, body)
+        stripped = body.strip()
+        if function is None or stripped in ("pass", "...") \
+                or stripped.startswith("raise NotImplementedError"):
+            return False
+        arguments = function.args
+        named = [a.arg for a in (*arguments.posonlyargs, *arguments.args,
+                                 *arguments.kwonlyargs, arguments.vararg, arguments.kwarg)
+                 if a is not None and a.arg not in ("self", "cls")]
+        read = {node.id for node in ast.walk(function) if isinstance(node, ast.Name)}
+        return not named or bool(read & set(named))
+
+
 def load_interpreter(path: Path) -> ModuleType | None:
     """The workspace's public DSL interpreter, or None where the task has none. It is
     compiled here and no bytecode is written beside it: the harness stays as shipped."""
@@ -386,7 +438,10 @@ def row_check(workspace: Path) -> RowCheck | None:
     template of its ``harness/harness.toml`` as a careful agent would recognise it (a copy of
     a pack under another id gets its check too); None for a harness no check knows (only
     generic filtering)."""
-    prompt = harness_prompt(workspace / "harness" / "harness.toml")
+    settings = workspace / "harness" / "harness.toml"
+    prompt = harness_prompt(settings)
+    if prompt is None and harness_stops(settings) == Humaneval.STOP:
+        return Humaneval()
     if prompt == Dsl.prompt:
         interpreter = load_interpreter(workspace / "harness" / "dsl.py")
         return Dsl(interpreter) if interpreter else None
@@ -395,11 +450,21 @@ def row_check(workspace: Path) -> RowCheck | None:
     return next((check() for check in checks if check.prompt == prompt), None)
 
 
+def harness_settings(settings: Path) -> dict:
+    try:
+        return tomllib.loads(settings.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+
+
 def harness_prompt(settings: Path) -> str | None:
     """The harness's prompt template: its ``prompt``, or its chat ``request``."""
-    try:
-        found = tomllib.loads(settings.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
+    found = harness_settings(settings)
     prompt = found.get("prompt", found.get("request"))
     return prompt if isinstance(prompt, str) else None
+
+
+def harness_stops(settings: Path) -> tuple[str, ...] | None:
+    """The stop strings of a harness that sends its prompts as they are."""
+    stops = harness_settings(settings).get("stop")
+    return tuple(stops) if isinstance(stops, list) else None
