@@ -13,13 +13,14 @@ import pytest
 from tests.episode.conftest import quick_copy, substitute
 from vtbench import layout
 from vtbench.agents.filter_agent import filter_data
+from vtbench.agents.light_agent import first_candidate
 from vtbench.agents.row_checks import row_check
 from vtbench.agents.tuner_agent import hyperparameters, recipe
 from vtbench.errors import NotPrepared
 from vtbench.gpus import MEMORY_FRACTION_ENV
 from vtbench.prepare import load_prepared, prepare_task, prepare_tasks, task_scores
-from vtbench.prepare.prepare import co_design_margin, load_scores
-from vtbench.prepare.systems import TrainingFailed
+from vtbench.prepare.prepare import ScoreBook, co_design_margin, load_scores
+from vtbench.prepare.systems import SYSTEMS, TrainingFailed, build_components
 from vtbench.tasks import load_task
 
 
@@ -98,7 +99,7 @@ def test_the_light_system_is_the_light_agents_first_candidate_and_changes_nothin
     light, initial = systems / "light", systems / "initial"
     expected = shutil.copytree(initial, tmp_path / "expected",
                                ignore=shutil.ignore_patterns("model-seed*"))
-    filter_data(expected / "data", row_check("arith", expected))
+    filter_data(expected / "data", row_check(expected))
     assert (light / "data" / "train.jsonl").read_text() == (
         expected / "data" / "train.jsonl").read_text()
     assert (light / "trainer" / "train.py").read_bytes() == (
@@ -107,6 +108,31 @@ def test_the_light_system_is_the_light_agents_first_candidate_and_changes_nothin
         hyperparameters(initial / "trainer" / "config.toml"))
     assert tree(light / "harness") == tree(initial / "harness")
     assert (light / "model-seed0.complete").exists()
+
+
+def test_a_light_system_whose_lightweight_work_changed_is_built_and_scored_again(
+        quick_arith: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    task = load_task(quick_arith)
+    plan = next(p for p in SYSTEMS if p.lightweight)
+    folder = layout.task_store(task.id) / "systems" / plan.name
+    assert build_components(task, plan, folder)
+    (folder / "model-seed0").mkdir()
+    assert not build_components(task, plan, folder), "the same work builds nothing again"
+    assert (folder / "model-seed0").is_dir()
+
+    def and_drop_a_row(workspace: Path) -> None:
+        first_candidate(workspace)
+        data = workspace / "data" / "train.jsonl"
+        data.write_text("".join(data.read_text().splitlines(keepends=True)[1:]))
+
+    monkeypatch.setattr("vtbench.prepare.systems.first_candidate", and_drop_a_row)
+    assert build_components(task, plan, folder)
+    assert not (folder / "model-seed0").exists()
+    book = ScoreBook(task)
+    book.put("light", "val", 0, 0.5)
+    book.put("initial", "val", 0, 0.1)
+    assert book.forget("light") and not book.forget("light")
+    assert load_scores(task) == {"initial": {"val": {"0": 0.1}}}
 
 
 def tree(folder: Path) -> dict[str, bytes]:

@@ -72,8 +72,18 @@ class ScoreBook:
     def put(self, system: str, split: str, seed: int, score: float) -> None:
         with self.lock:
             self.scores.setdefault(system, {}).setdefault(split, {})[str(seed)] = score
-            text = json.dumps(self.scores, indent=2, sort_keys=True)
-            atomic_write(scores_path(self.task), text)
+            self._save()
+
+    def forget(self, system: str) -> bool:
+        """Drop every score of ``system``; whether it had any."""
+        with self.lock:
+            had = self.scores.pop(system, None) is not None
+            if had:
+                self._save()
+            return had
+
+    def _save(self) -> None:
+        atomic_write(scores_path(self.task), json.dumps(self.scores, indent=2, sort_keys=True))
 
 
 MARGIN_SYSTEMS = ("initial", "light", "reference")
@@ -147,7 +157,10 @@ def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int
         book = ScoreBook(task)
         for plan in plans_for(task, calibrate):
             folder = system_folder(task, plan.name)
-            build_components(task, plan, folder)
+            if build_components(task, plan, folder) and plan.lightweight \
+                    and book.forget(plan.name):
+                report(task.id, f"the {plan.name} agent's work changed since it was "
+                                "prepared: its system is trained and scored again")
             cost = estimated_cost(folder) if plan.trains else 0.0
             for seed in seeds:
                 name = f"{task.id}/{plan.name}/seed{seed}"

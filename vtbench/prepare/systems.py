@@ -11,6 +11,7 @@ holds checkpoint files only) is never rebuilt, so an interrupted prepare resumes
 stopped.
 """
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -88,17 +89,42 @@ def plans_for(task: Task, calibrate: bool = False) -> list[SystemPlan]:
             and (calibrate or p.name in EPISODE_SYSTEMS)]
 
 
-def build_components(task: Task, plan: SystemPlan, folder: Path) -> None:
-    """Materialise the public components and apply the reference to the changed ones."""
-    if (folder / "trainer").exists():
-        return
+LIGHTWEIGHT_DIGEST = "components.sha256"
+"""Beside a lightweight system's components: what the light agent's work made of them."""
+
+
+def build_components(task: Task, plan: SystemPlan, folder: Path) -> bool:
+    """Materialise the public components and apply the reference to the changed ones;
+    whether the system was (re)built. The light agent's work is done again every time: a
+    lightweight system whose components it now makes otherwise (the agent's code changed,
+    not the pack) is built again, its models with it."""
+    if (folder / "trainer").exists() and not plan.lightweight:
+        return False
     staging = folder.with_name(folder.name + ".staging")
     shutil.rmtree(staging, ignore_errors=True)
     materialize(task, staging)
     apply_reference(task, staging, components=plan.changed)
     if plan.lightweight:
         first_candidate(staging)
+        digest = components_digest(staging)
+        recorded = folder / LIGHTWEIGHT_DIGEST
+        if recorded.exists() and recorded.read_text() == digest:
+            shutil.rmtree(staging)
+            return False
+        shutil.rmtree(folder, ignore_errors=True)
+        (staging / LIGHTWEIGHT_DIGEST).write_text(digest)
     staging.rename(folder)
+    return True
+
+
+def components_digest(folder: Path) -> str:
+    """sha256 over the relative paths and contents of a system's components."""
+    digest = hashlib.sha256()
+    for name in COMPONENTS:
+        for path in sorted(p for p in (folder / name).rglob("*") if p.is_file()):
+            digest.update(f"{path.relative_to(folder)}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def estimated_cost(folder: Path) -> float:
