@@ -3,21 +3,17 @@ a load beyond it is the candidate's failure on any device (the address-space cap
 the CPU only: CUDA reserves address ranges far beyond what it uses)."""
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from vtbench.errors import CheckpointError
 from vtbench.models.serving import serve_model
 from vtbench.models.tiny import new_tiny_model, save_checkpoint
-from vtbench.sandbox import cgroup_limits
+from vtbench.sandbox import cgroup_limits, limit_groups
 
 pytestmark = pytest.mark.skipif("memory" not in cgroup_limits().controllers,
                                 reason="this host gives no per-process memory cgroup")
-
-
-def memory_groups() -> list[Path]:
-    parent = dict(cgroup_limits().parents).get("memory") or dict(cgroup_limits().parents)[""]
-    return sorted(parent.glob("vtbench-*"))
 
 
 @pytest.fixture(scope="module")
@@ -44,15 +40,23 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def test_a_load_beyond_the_cgroup_memory_limit_is_the_candidates_failure(
-        checkpoints: tuple[Path, Path]) -> None:
+        checkpoints: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     tiny, wide = checkpoints
-    groups = memory_groups()
+    made: list[Path] = []
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        groups = limit_groups(*args, **kwargs)
+        made.extend(groups.dirs.values())
+        return groups
+
+    monkeypatch.setattr("vtbench.sandbox.limit_groups", recorded)
     with serve_model(tiny, device="cpu", memory_mb=64) as honest, honest.client() as http:
         assert http.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).is_success
     with (pytest.raises(CheckpointError, match="ran out of its 64 MiB memory limit"),
           serve_model(wide, device="cpu", memory_mb=64)):
         pass
-    assert memory_groups() == groups  # each server's group goes with it
+    assert made and all(group.name.startswith("vtbench-") for group in made)
+    assert not [group for group in made if group.exists()]  # each server's goes with it
 
 
 def test_the_default_memory_limit_leaves_room_for_an_honest_wide_checkpoint(
