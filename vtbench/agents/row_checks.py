@@ -57,7 +57,17 @@ def one_input(prompt: str, formats: Sequence[re.Pattern[str]]) -> str | None:
     return None
 
 
-class Arith:
+class RowByRow:
+    """A check whose verdict on a row reads that row alone (:meth:`checks_out`)."""
+
+    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
+        return [self.checks_out(prompt, completion) for prompt, completion in rows]
+
+    def checks_out(self, prompt: str, completion: str) -> bool:
+        raise NotImplementedError
+
+
+class Arith(RowByRow):
     """Worked answers ``" 8+23=31. 31-9=22. Answer: 22"``: both steps are right, they use
     the question's three numbers, and the answer is the second step's result."""
 
@@ -70,9 +80,6 @@ class Arith:
         if question is None or not self.WORKED.fullmatch(row[1]):
             return None
         return self.prompt.format(question=question), row[1]
-
-    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
-        return [self.checks_out(prompt, completion) for prompt, completion in rows]
 
     def checks_out(self, prompt: str, completion: str) -> bool:
         question, worked = one_input(prompt, self.FORMATS), self.WORKED.fullmatch(completion)
@@ -157,7 +164,7 @@ def appears(words: str, text: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(words)}(?!\w)", text) is not None
 
 
-class Toolcalc:
+class Toolcalc(RowByRow):
     """``Calc: EXPR=RESULT\\nAnswer: RESULT``: the expression uses the question's numbers
     (a count like "on 3 days" may be left out), multiplies exactly where the question
     names a product, and its result and the answer are right. A row that answers without
@@ -184,9 +191,6 @@ class Toolcalc:
         expression = calc[1].replace("x", "*").replace(" ", "")
         return prompt, f"Calc: {expression}={calc[2]}\nAnswer: {answer[1]}"
 
-    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
-        return [self.checks_out(prompt, completion) for prompt, completion in rows]
-
     def checks_out(self, prompt: str, completion: str) -> bool:
         question = one_input(prompt, self.FORMATS)
         found = re.fullmatch(r"Calc: (\d+(?:[+*]\d+)*)=(\d+)\nAnswer: (\d+)", completion)
@@ -210,7 +214,7 @@ def value(expression: str) -> int:
     return total
 
 
-class Dsl:
+class Dsl(RowByRow):
     """A program for three examples: written in the documented syntax (``a | b``, lower
     case), it reproduces every example with the task's own interpreter (``harness/dsl.py``)."""
 
@@ -233,16 +237,13 @@ class Dsl:
         steps = [step.strip() for step in re.split(r"[|,]", row[1].strip().lower())]
         return row[0], " " + " | ".join(steps)
 
-    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
-        return [self.checks_out(prompt, completion) for prompt, completion in rows]
-
     def checks_out(self, prompt: str, completion: str) -> bool:
         examples = self.examples(prompt)
         return bool(examples) and all(self.dsl.run(completion, source) == target
                                       for source, target in examples or [])
 
 
-class Bfcl:
+class Bfcl(RowByRow):
     """Calls of functions listed as JSON documents, in SmolLM2's chat format. A reply is
     rewritten to its list of calls alone (a code fence, a preamble or a repeated turn
     around it goes); it checks out when every called function is listed, every argument
@@ -293,9 +294,6 @@ class Bfcl:
         except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
             return None
 
-    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
-        return [self.checks_out(prompt, completion) for prompt, completion in rows]
-
     def checks_out(self, prompt: str, completion: str) -> bool:
         found, calls = self.documents(prompt), self.calls(completion)
         if found is None or not calls:
@@ -320,7 +318,7 @@ class Bfcl:
         return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
 
 
-class Shell:
+class Shell(RowByRow):
     """One bash command for a request in SmolLM2's chat format. A reply that wraps its
     command in prose ("Sure! Here is the command:", "For example:", a code fence) is
     rewritten to the command alone; it checks out when every absolute path it names is one
@@ -347,9 +345,6 @@ class Shell:
                 break
         return (row[0], command) if command and "\n" not in command else None
 
-    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
-        return [self.checks_out(prompt, completion) for prompt, completion in rows]
-
     def checks_out(self, prompt: str, completion: str) -> bool:
         query, named = self.QUERY.search(prompt), self.paths(completion)
         if query is None or named is None:
@@ -370,7 +365,7 @@ class Shell:
                 for part in re.split(r"[<>|;=]", word) if part.startswith("/")}
 
 
-class Humaneval:
+class Humaneval(RowByRow):
     """A function's body after its signature and docstring: a body indented with tabs or
     two spaces a level is rewritten to four; it checks out when the function parses, does
     something (not ``pass``, ``...`` or ``raise NotImplementedError``) and reads at least one
@@ -405,12 +400,9 @@ class Humaneval:
         return next((node for node in ast.walk(tree)
                      if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)), None)
 
-    def consistent(self, rows: Sequence[Pair]) -> list[bool]:
-        return [self.checks_out(prompt, body) for prompt, body in rows]
-
-    def checks_out(self, prompt: str, body: str) -> bool:
-        function = self.function(prompt, body)
-        stripped = body.strip()
+    def checks_out(self, prompt: str, completion: str) -> bool:
+        function = self.function(prompt, completion)
+        stripped = completion.strip()
         if function is None or stripped in ("pass", "...") \
                 or stripped.startswith("raise NotImplementedError"):
             return False
@@ -438,7 +430,7 @@ def row_check(workspace: Path) -> RowCheck | None:
     template of its ``harness/harness.toml`` as a careful agent would recognise it (a copy of
     a pack under another id gets its check too); None for a harness no check knows (only
     generic filtering)."""
-    settings = workspace / "harness" / "harness.toml"
+    settings = harness_settings(workspace / "harness" / "harness.toml")
     prompt = harness_prompt(settings)
     if prompt is None and harness_stops(settings) == Humaneval.STOP:
         return Humaneval()
@@ -457,14 +449,13 @@ def harness_settings(settings: Path) -> dict:
         return {}
 
 
-def harness_prompt(settings: Path) -> str | None:
+def harness_prompt(settings: dict) -> str | None:
     """The harness's prompt template: its ``prompt``, or its chat ``request``."""
-    found = harness_settings(settings)
-    prompt = found.get("prompt", found.get("request"))
+    prompt = settings.get("prompt", settings.get("request"))
     return prompt if isinstance(prompt, str) else None
 
 
-def harness_stops(settings: Path) -> tuple[str, ...] | None:
+def harness_stops(settings: dict) -> tuple[str, ...] | None:
     """The stop strings of a harness that sends its prompts as they are."""
-    stops = harness_settings(settings).get("stop")
+    stops = settings.get("stop")
     return tuple(stops) if isinstance(stops, list) else None
