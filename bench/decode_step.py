@@ -13,9 +13,9 @@ reports) and the marginal cost of a step, (T − T/8 tokens' seconds) ÷ (7T/8),
 the prefill out. Also how many rows' tokens the two paths agree on: every greedy row; a
 sampled row of this random-weight model may not (its next-token distributions are nearly
 uniform, so a rounding difference between the paths flips a near tie, on a CPU as well as
-in bf16 on a GPU, and the row goes its own way). Last,
-the nucleus sampler alone (``sample_rows`` on the rows' logits over the whole vocabulary),
-to show how much of a step it takes.
+in bf16 on a GPU, and the row goes its own way). Last, the nucleus sampler alone
+(``sample_rows`` on the rows' logits over the whole vocabulary), to show how much of a step
+it takes.
 
     python bench/decode_step.py --device cuda
 """

@@ -19,7 +19,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import tomllib
@@ -28,7 +27,7 @@ from pathlib import Path
 import tomli_w
 import torch
 
-from vtbench.episode.sandbox import INSIDE_WORKSPACE, workspace_mounts
+from vtbench.episode.sandbox import INSIDE_WORKSPACE, research_environment, workspace_mounts
 from vtbench.models.base import resolve_base
 from vtbench.sandbox import (
     Limits,
@@ -55,9 +54,7 @@ def workspace(task: Task, folder: Path, steps: int) -> Path:
 
 
 def environment(gpus: list[int]) -> dict[str, str]:
-    env = {"PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home",
-           "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "VTBENCH_THREADS": "1"}
+    env = {**research_environment(), "VTBENCH_THREADS": "1"}
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
     return env

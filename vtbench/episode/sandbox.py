@@ -56,6 +56,14 @@ def playbook_mounts(task: Task) -> tuple[list[Mount], Path]:
     return sorted(mounts, key=lambda m: len(m.target.parts)), pack
 
 
+def research_environment() -> dict[str, str]:
+    """The research sandbox's environment before the episode's own variables: this
+    interpreter first on PATH, a scratch home, no hub access."""
+    return {"PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home",
+            "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1"}
+
+
 def research_spec(task: Task, agent: AgentAdapter, workspace: Path, grader_socket: Path,
                   token: str, wall_seconds: float, resources: Resources,
                   cores: list[int] | None = None, gateway_socket: Path | None = None,
@@ -64,9 +72,7 @@ def research_spec(task: Task, agent: AgentAdapter, workspace: Path, grader_socke
     (:class:`~vtbench.spec.EpisodeSpec`), on its reserved ``cores``, its wall clock the
     time the episode has left."""
     mounts = [*python_runtime_mounts(), *workspace_mounts(task, workspace)]
-    env = {"PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home",
-           "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "VTBENCH_GRADER_SOCKET": str(INSIDE_GRADER),
+    env = {**research_environment(), "VTBENCH_GRADER_SOCKET": str(INSIDE_GRADER),
            "VTBENCH_TOKEN": token, "VTBENCH_TASK": task.id, **(extra_env or {})}
     if agent.needs_playbook:
         playbook, pack = playbook_mounts(task)
