@@ -30,7 +30,7 @@ def quick_arith(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_prepare_builds_only_what_an_episode_needs_and_calibration_adds_the_ablations(
+def test_prepare_builds_only_what_an_episode_needs_and_calibration_adds_the_named_ablations(
         quick_arith: Path) -> None:
     task = load_task(quick_arith)
     scores = prepare_task(task)
@@ -39,11 +39,18 @@ def test_prepare_builds_only_what_an_episode_needs_and_calibration_adds_the_abla
     assert scores["ablations"] == {"data": None, "trainer": None, "harness": None}
     systems = layout.task_store(task.id) / "systems"
     assert {path.name for path in systems.iterdir()} == {"initial", "reference"}
+    light: list[str] = []
+    margin_only = prepare_task(task, calibrate=True, only=("light",),
+                               report=lambda job, line: light.append(job))
+    assert {job.split("/")[1] for job in light} == {"light"}
+    assert margin_only["margin"]["light"]["gain"] is not None
+    assert margin_only["ablations"]["data"] is None
     lines: list[str] = []
     calibrated = prepare_task(task, calibrate=True, report=lambda job, line: lines.append(job))
-    assert {job.split("/")[1] for job in lines} == {"data", "trainer", "light"}
+    assert {job.split("/")[1] for job in lines} == {"data", "trainer"}
     assert calibrated["reference"] == scores["reference"]
     assert calibrated["ablations"]["data"] is not None
+    assert calibrated["margin"] == margin_only["margin"]
 
 
 @pytest.mark.slow

@@ -70,6 +70,10 @@ def prepare(
         help="Also build the ablations the calibration table shows (each component's change "
              "alone, and reverted from the reference); episodes need only initial and "
              "reference.")] = False,
+    system: Annotated[list[str] | None, typer.Option(
+        help="With --calibrate: build only this one of its systems (repeatable; "
+             "initial and reference always), e.g. --system light after the light agent "
+             "changed.")] = None,
     download: Annotated[bool, typer.Option(
         help="Download a hub base model missing from the Hugging Face cache (safetensors "
              "only); without it nothing is downloaded.")] = False,
@@ -80,7 +84,9 @@ def prepare(
     from vtbench.models.base import download_base, resolve_base
     from vtbench.prepare import prepare_tasks
     from vtbench.prepare.progress import log_reporter
+    from vtbench.prepare.systems import CALIBRATION_SYSTEMS
 
+    only = calibration_systems(system, calibrate, CALIBRATION_SYSTEMS)
     tasks = [find_task(t) for t in task] if task else [
         t for t in builtin_tasks() if t.spec.scale == scale]
     if not tasks:
@@ -105,13 +111,28 @@ def prepare(
             progress.update(lines[job], description=f"{job}: {printable(line, 70)}")
 
         results = prepare_tasks(tasks, seeds=tuple(range(seeds)), workers=workers,
-                                report=report, sandbox=sandbox, calibrate=calibrate)
+                                report=report, sandbox=sandbox, calibrate=calibrate,
+                                only=only)
         audit_runtimes(tasks, report)
     if as_json:
         print_json(results)
         return
     print_table("prepared tasks", SCORE_COLUMNS, scores_rows(results))
     console.print(f"prepared {len(tasks)} task(s) in {time.monotonic() - started:.0f} s")
+
+
+def calibration_systems(named: list[str] | None, calibrate: bool,
+                        known: tuple[str, ...]) -> tuple[str, ...]:
+    """The calibration systems ``--system`` names (all of them when it names none)."""
+    if not named:
+        return known
+    if not calibrate:
+        raise VtbenchError("--system chooses among the calibration's systems: add --calibrate")
+    unknown = sorted(set(named) - set(known))
+    if unknown:
+        raise VtbenchError(f"no calibration system is called {', '.join(unknown)}",
+                           hint=f"choose among: {', '.join(known)}")
+    return tuple(named)
 
 
 def audit_runtimes(tasks: list[Task], report: Callable[[str, str], None]) -> None:

@@ -11,7 +11,7 @@ evaluation in flight, and a second run with everything cached does no work.
 import json
 import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from vtbench.models.base import resolve_base
 from vtbench.prepare.digest import forget_stale, is_current
 from vtbench.prepare.jobs import Job, RunAlone, run_jobs
 from vtbench.prepare.systems import (
+    CALIBRATION_SYSTEMS,
     SystemPlan,
     TrainingOutOfMemory,
     build_components,
@@ -135,18 +136,20 @@ def run_system(task: Task, plan: SystemPlan, seed: int, book: ScoreBook, report:
 
 def prepare_task(task: Task, seeds: tuple[int, ...] = (0,), workers: int = 2,
                  report: Reporter = lambda job, line: None,
-                 sandbox: str = "bwrap", calibrate: bool = False) -> dict[str, Any]:
-    return prepare_tasks([task], seeds, workers, report, sandbox, calibrate)[0]
+                 sandbox: str = "bwrap", calibrate: bool = False,
+                 only: Collection[str] = CALIBRATION_SYSTEMS) -> dict[str, Any]:
+    return prepare_tasks([task], seeds, workers, report, sandbox, calibrate, only)[0]
 
 
 def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int = 2,
                   report: Reporter = lambda job, line: None,
-                  sandbox: str = "bwrap", calibrate: bool = False) -> list[dict[str, Any]]:
+                  sandbox: str = "bwrap", calibrate: bool = False,
+                  only: Collection[str] = CALIBRATION_SYSTEMS) -> list[dict[str, Any]]:
     """Prepare several tasks on one set of workers: the trainings of every task, longest
     first, so that no worker idles at the end of one task while another still trains;
     each system that reuses a model as soon as that model exists. Without ``calibrate``
     only the systems an episode needs (initial, reference); with it also the ablations
-    the calibration table shows."""
+    the calibration table shows (those named in ``only``)."""
     training: list[tuple[float, Job]] = []
     reusing: list[Job] = []
     for task in tasks:
@@ -155,7 +158,7 @@ def prepare_tasks(tasks: list[Task], seeds: tuple[int, ...] = (0,), workers: int
             report(task.id, "the task or its base model changed since it was prepared: "
                             "preparing it again")
         book = ScoreBook(task)
-        for plan in plans_for(task, calibrate):
+        for plan in plans_for(task, calibrate, only):
             folder = system_folder(task, plan.name)
             if build_components(task, plan, folder) and plan.lightweight \
                     and book.forget(plan.name):

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,12 +81,18 @@ EPISODE_SYSTEMS = ("initial", "reference")
 reference (the normaliser of gains). The others only calibrate the task."""
 
 
-def plans_for(task: Task, calibrate: bool = False) -> list[SystemPlan]:
-    """The systems to build: the episode's two, and with ``calibrate`` the ablations."""
+CALIBRATION_SYSTEMS = tuple(p.name for p in SYSTEMS if p.name not in EPISODE_SYSTEMS)
+"""What ``--calibrate`` adds to the episode's systems."""
+
+
+def plans_for(task: Task, calibrate: bool = False,
+              only: Collection[str] = CALIBRATION_SYSTEMS) -> list[SystemPlan]:
+    """The systems to build: the episode's two, and with ``calibrate`` the ablations (those
+    named in ``only``: after a change that concerns one of them, the others stay)."""
     names = [p.name for p in SYSTEMS] if task.spec.harness_editable else [
         "initial", "reference", "data", "trainer", "light"]
     return [p for p in SYSTEMS if p.name in names
-            and (calibrate or p.name in EPISODE_SYSTEMS)]
+            and (p.name in EPISODE_SYSTEMS or (calibrate and p.name in only))]
 
 
 LIGHTWEIGHT_DIGEST = "components.sha256"
