@@ -1,6 +1,7 @@
 """The filter baseline: it changes the data (D) only, and trains with the trainer as it is.
 
-1. validate the initial model;
+1. validate the initial model (the data as shipped, put back first when an interrupted
+   episode runs the agent again: :func:`vtbench.agents.scripted.start_from_shipped`);
 2. clean the training data (every ``data/*.jsonl``, taken together, :func:`filter_data`):
    drop malformed rows (not JSON, not an object, no string ``prompt`` or ``completion``);
    where the task has a row check (:mod:`vtbench.agents.row_checks`: the tiny tasks),
@@ -28,7 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vtbench.agents.row_checks import Pair, RowCheck, row_check
-from vtbench.agents.scripted import WORKSPACE, BestSoFar, Say, TrainingFailed, speaker, train
+from vtbench.agents.scripted import (
+    WORKSPACE,
+    BestSoFar,
+    Say,
+    TrainingFailed,
+    speaker,
+    start_from_shipped,
+    train,
+)
 from vtbench.client import GraderClient
 
 say = speaker("filter")
@@ -160,6 +169,7 @@ def clean_workspace_data(client: GraderClient, workspace: Path,
 def run(client: GraderClient, seed: int, workspace: Path = WORKSPACE) -> None:
     board = BestSoFar(client, say)
     board.watch_the_clock()
+    start_from_shipped(workspace)
     board.validate("models/initial")
     counts, restore = clean_workspace_data(client, workspace, say)
     if counts.dropped or counts.rewritten:

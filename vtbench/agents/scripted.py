@@ -10,6 +10,7 @@ sandbox: it uses only the workspace, its trainer and the grader client.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -27,6 +28,31 @@ SUBMIT_MARGIN_S = 30.0
 grader to copy and hash a smol-scale model."""
 
 Say = Callable[[str], None]
+
+SHIPPED = Path("models") / ".shipped"
+"""Under the workspace: the components the lightweight agents change (``data/`` and
+``trainer/config.toml``) as the episode gave them; under ``models/``, which snapshots leave
+out, so that the submission's snapshot shows only the agent's change."""
+
+
+def start_from_shipped(workspace: Path = WORKSPACE) -> None:
+    """Begin the work on the components as the episode shipped them. They are kept under
+    :data:`SHIPPED` at the agent's first start and put back at every later one: a resumed
+    episode runs its agent again in the same workspace, where the interrupted run left its
+    work half done (data already filtered, settings already changed), and filtering or
+    tuning that again would find nothing to do or compound the change."""
+    kept, config = workspace / SHIPPED, Path("trainer") / "config.toml"
+    if not kept.exists():
+        partial = kept.with_name(f"{SHIPPED.name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(workspace / "data", partial / "data")
+        (partial / config).parent.mkdir()
+        shutil.copy2(workspace / config, partial / config)
+        partial.rename(kept)
+        return
+    shutil.rmtree(workspace / "data")
+    shutil.copytree(kept / "data", workspace / "data")
+    shutil.copy2(kept / config, workspace / config)
 
 
 @dataclass(frozen=True)

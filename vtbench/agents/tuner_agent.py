@@ -2,8 +2,9 @@
 ``schedule`` and ``warmup_steps`` in ``trainer/config.toml``), never its code, the data or
 the harness.
 
-A small search from the shipped config (the one the initial model was trained with), each
-candidate trained with the workspace's trainer and validated:
+A small search from the shipped config (the one the initial model was trained with, put
+back first when an interrupted episode runs the agent again: :func:`start_from_shipped`),
+each candidate trained with the workspace's trainer and validated:
 
 1. validate the initial model (the shipped config's result);
 2. the usual recipe: twice the steps, cosine decay, a warm-up of 5 % of the steps;
@@ -40,6 +41,7 @@ from vtbench.agents.scripted import (
     Say,
     TrainingFailed,
     speaker,
+    start_from_shipped,
     train,
 )
 from vtbench.client import GraderClient, seconds_left
@@ -113,6 +115,7 @@ class Tuner:
                  say: Say | None = None) -> None:
         self.client, self.seed, self.workspace = client, seed, workspace
         self.say = say or speaker("tuner")
+        start_from_shipped(workspace)
         self.config = workspace / "trainer" / "config.toml"
         self.shipped = self.config.read_text()
         self.board = BestSoFar(client, self.say)
