@@ -15,7 +15,10 @@ For a GPU host (the issue's item 6); nothing here runs in the default tests.
    bwrap); pass@k by the unbiased estimator.
 
     python bench/repofix_smol_gpu.py --out /tmp/repofix-gpu [--mutants 3000] [--steps 2000]
-        [--val 100] [--k 8] [--device cuda]
+        [--val 100] [--k 8] [--device cuda] [--pairs-only | --pairs TRAIN_JSONL]
+
+``--pairs-only`` stops after step 1 (the pairs need CPU cores only, and can be made on
+another host); ``--pairs`` starts at step 2 with pairs made so.
 
 Expected on one H100 with 16 cores (not yet run): pairs 20-40 min (suites on 16
 processes), training of 2,000 steps about 15 min, sampling 100 x 8 edits about 5 min per
@@ -140,11 +143,22 @@ def main() -> None:
     parser.add_argument("--val", type=int, default=100)
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--device", default="cuda")
+    stage = parser.add_mutually_exclusive_group()
+    stage.add_argument("--pairs-only", action="store_true", help="make the pairs and stop")
+    stage.add_argument("--pairs", type=Path, default=None,
+                       help="a train.jsonl of pairs made by --pairs-only")
     args = parser.parse_args()
     from vtbench.models.smol import ensure_smol
 
+    if args.pairs is None:
+        data = make_pairs(args.out, args.mutants)
+    else:
+        data = args.out / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "train.jsonl").write_bytes(args.pairs.read_bytes())
+    if args.pairs_only:
+        return
     base = ensure_smol()
-    data = make_pairs(args.out, args.mutants)
     tuned = train(args.out, data, base, args.steps)
     items = builder().build_split(random.Random(0), args.val, set(), split="val")
     report = {name: evaluate(model, items, args.k, args.device)
