@@ -33,6 +33,23 @@ vtbench submit --model models/a
 """
 
 
+HANGS_WHEN_RETRAINED = r"""
+set -eu
+mv trainer/train.py trainer/steps.py
+cat > trainer/train.py <<'PY'
+import os, runpy, time
+if os.path.exists("models/start"):
+    time.sleep(3600)
+runpy.run_path("trainer/steps.py", run_name="__main__")
+PY
+python trainer/train.py --base models/base --out models/a --seed 0
+vtbench validate --model models/a
+vtbench submit --model models/a
+"""
+"""A trainer that ends in the episode (it starts from models/base) and never ends when the
+attribution retrains it (from models/start)."""
+
+
 def episode(task: Path, script: str, out: Path) -> tuple[EpisodeRecord, Path]:
     encoded = base64.b64encode(script.encode()).decode()
     record, path = run_episode(RunOptions(
@@ -80,3 +97,14 @@ def test_a_submission_trained_on_a_file_deleted_before_the_snapshot_is_not_repro
     assert attribution.gain is None and attribution.systems == {}
     done = run_cli("attribute", str(folder))
     assert "not reproducible" in done.stdout and "deleted" in done.stdout, done.stderr
+
+
+def test_a_retraining_that_never_ends_is_stopped_and_says_which_limit_stopped_it(
+        prepared_arith: Path, grader: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, folder = episode(prepared_arith, HANGS_WHEN_RETRAINED, tmp_path)
+    monkeypatch.setattr("vtbench.attribution.rebuild.RETRAINING_BUDGETS", 0.1)  # 30 s
+    attribution = attribute(folder)
+    assert attribution.status != "attributed" and attribution.gain is None
+    assert any("stopped by its wall_seconds limit" in reason
+               for reason in attribution.reasons), attribution.reasons

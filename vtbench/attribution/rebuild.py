@@ -42,6 +42,10 @@ from vtbench.workspace import read_only_copy
 
 INSIDE = Path("/workspace")
 INITIAL_KEY = "initial-seed"
+RETRAINING_BUDGETS = 3
+"""A retraining may run for this many times the episode's wall-clock budget: the episode
+ran the same training within its budget, but a retraining may share a busier host (a
+campaign's next episode beside it); the limit only stops a trainer that never ends."""
 Say = Callable[[str], None]
 
 
@@ -174,7 +178,9 @@ class Rebuilder:
         done = get_sandbox(self.sandbox).run(argv, spec)
         if done.returncode != 0 or not (work / "model").is_dir():
             tail = (done.stdout + done.stderr).decode(errors="replace").strip()[-300:]
-            raise RebuildFailed(f"retraining from the snapshot failed: {tail}")
+            limit = done.killed_by_limit or ("wall_seconds" if done.timed_out else None)
+            stopped = f" (stopped by its {limit} limit)" if limit else ""
+            raise RebuildFailed(f"retraining from the snapshot failed{stopped}: {tail}")
 
     def _command(self, seed: int | None, flags: set[str]) -> list[str]:
         """The trainer entry for this rebuild: the options the agent's command gave
@@ -205,7 +211,8 @@ class Rebuilder:
 
     def _limits(self) -> Limits:
         resources = self.prepared.task.spec.resources
-        return Limits(wall_seconds=self.prepared.task.spec.budgets.wall_clock_minutes * 60,
+        budget = self.prepared.task.spec.budgets.wall_clock_minutes * 60
+        return Limits(wall_seconds=RETRAINING_BUDGETS * budget,
                       memory_mb=int(max(resources.memory_gb, 8) * 4096), pids=512,
                       file_size_mb=max(1, int(resources.max_file_gb * 1024)),
                       open_files=4096, tmp_mb=1024)
