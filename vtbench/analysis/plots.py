@@ -301,11 +301,15 @@ def attribution_bars(rows: Sequence["AgentAttribution"]) -> bytes:
         above = [a + max(v, 0.0) for a, v in zip(above, values, strict=True)]
         below = [b + min(v, 0.0) for b, v in zip(below, values, strict=True)]
     gain_ax.axhline(0, color="#444444", linewidth=0.8)
-    gain_ax.set_xticks(xs, [as_text(a) for a in agents])
+    # set, not autoscaled: a zero part stacked on top pins the axis to the bar's top
+    span = (max(above, default=0.0) - min(below, default=0.0)) or 1.0
+    gain_ax.set_ylim(min(below, default=0.0) - 0.05 * span, max(above, default=0.0) + 0.08 * span)
+    labels = [as_text(a) for a in agents]
+    gain_ax.set_xticks(xs, labels, rotation=30, ha="right")
     gain_ax.set_ylabel("mean test gain, by source")
     gain_ax.grid(axis="y", alpha=0.25)
     rate_ax.bar(xs, [row.codesign_rate or 0.0 for row in rows], width=0.6, color="#8172b3")
-    rate_ax.set_xticks(xs, [as_text(a) for a in agents])
+    rate_ax.set_xticks(xs, labels, rotation=30, ha="right")
     rate_ax.set_ylim(0, 1)
     rate_ax.set_ylabel("co-design rate (behaviour)")
     rate_ax.grid(axis="y", alpha=0.25)
