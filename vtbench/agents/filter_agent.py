@@ -24,7 +24,7 @@ that row rewritten in the harness's format with the same content. Files other th
 import argparse
 import json
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +34,7 @@ from vtbench.agents.scripted import (
     BestSoFar,
     Say,
     TrainingFailed,
+    put_back_shipped,
     speaker,
     start_from_shipped,
     train,
@@ -147,23 +148,14 @@ def filter_data(data: Path, check: RowCheck | None = None) -> FilterCounts:
     return counts
 
 
-def clean_workspace_data(client: GraderClient, workspace: Path,
-                         tell: Say) -> tuple[FilterCounts, Callable[[], None]]:
-    """Filter ``data/`` with the check of the episode's task; returns the counts and a
-    function that puts the data back as it was."""
-    data = workspace / "data"
-    before = {path: path.read_bytes() for path in data.glob("*.jsonl")}
+def clean_workspace_data(client: GraderClient, workspace: Path, tell: Say) -> FilterCounts:
+    """Filter ``data/`` with the check of the episode's task; returns the counts."""
     task = client.status().task
     check = row_check(workspace)
-    counts = filter_data(data, check)
+    counts = filter_data(workspace / "data", check)
     tell(f"{task}: {'checked rows against their inputs' if check else 'no row check'}; "
          f"{counts}")
-
-    def restore() -> None:
-        for path, content in before.items():
-            path.write_bytes(content)
-
-    return counts, restore
+    return counts
 
 
 def run(client: GraderClient, seed: int, workspace: Path = WORKSPACE) -> None:
@@ -171,14 +163,14 @@ def run(client: GraderClient, seed: int, workspace: Path = WORKSPACE) -> None:
     board.watch_the_clock()
     start_from_shipped(workspace)
     board.validate("models/initial")
-    counts, restore = clean_workspace_data(client, workspace, say)
+    counts = clean_workspace_data(client, workspace, say)
     if counts.dropped or counts.rewritten:
         try:
             board.validate(train("filtered", seed, say, workspace))
         except TrainingFailed as err:
             say(str(err))
     if board.best()[1] == "models/initial":
-        restore()
+        put_back_shipped(workspace)
     board.submit_best("done")
 
 

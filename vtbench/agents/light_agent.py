@@ -44,8 +44,7 @@ def first_candidate(workspace: Path) -> FilterCounts:
 def run(client: GraderClient, seed: int, workspace: Path = WORKSPACE) -> None:
     tuner = Tuner(client, seed, workspace, say)
     tuner.start()
-    _, restore = clean_workspace_data(client, workspace, say)
-    tuner.undo.append(restore)
+    clean_workspace_data(client, workspace, say)
     tuner.search()
     tuner.finish()
 

@@ -33,6 +33,7 @@ SHIPPED = Path("models") / ".shipped"
 """Under the workspace: the components the lightweight agents change (``data/`` and
 ``trainer/config.toml``) as the episode gave them; under ``models/``, which snapshots leave
 out, so that the submission's snapshot shows only the agent's change."""
+SHIPPED_CONFIG = Path("trainer") / "config.toml"
 
 
 def start_from_shipped(workspace: Path = WORKSPACE) -> None:
@@ -41,18 +42,26 @@ def start_from_shipped(workspace: Path = WORKSPACE) -> None:
     episode runs its agent again in the same workspace, where the interrupted run left its
     work half done (data already filtered, settings already changed), and filtering or
     tuning that again would find nothing to do or compound the change."""
-    kept, config = workspace / SHIPPED, Path("trainer") / "config.toml"
-    if not kept.exists():
-        partial = kept.with_name(f"{SHIPPED.name}.partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(workspace / "data", partial / "data")
-        (partial / config).parent.mkdir()
-        shutil.copy2(workspace / config, partial / config)
-        partial.rename(kept)
+    kept = workspace / SHIPPED
+    if kept.exists():
+        put_back_shipped(workspace)
         return
+    partial = kept.with_name(f"{SHIPPED.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(workspace / "data", partial / "data")
+    (partial / SHIPPED_CONFIG).parent.mkdir()
+    shutil.copy2(workspace / SHIPPED_CONFIG, partial / SHIPPED_CONFIG)
+    partial.rename(kept)
+
+
+def put_back_shipped(workspace: Path = WORKSPACE) -> None:
+    """Put ``data/`` and ``trainer/config.toml`` back as shipped (kept by
+    :func:`start_from_shipped`): what an agent that submits the initial model does, so that
+    the submission's snapshot is the initial system's."""
+    kept = workspace / SHIPPED
     shutil.rmtree(workspace / "data")
     shutil.copytree(kept / "data", workspace / "data")
-    shutil.copy2(kept / config, workspace / config)
+    shutil.copy2(kept / SHIPPED_CONFIG, workspace / SHIPPED_CONFIG)
 
 
 @dataclass(frozen=True)

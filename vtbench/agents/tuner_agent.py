@@ -30,7 +30,7 @@ import json
 import re
 import time
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from vtbench.agents.scripted import (
     BestSoFar,
     Say,
     TrainingFailed,
+    put_back_shipped,
     speaker,
     start_from_shipped,
     train,
@@ -117,14 +118,11 @@ class Tuner:
         self.say = say or speaker("tuner")
         start_from_shipped(workspace)
         self.config = workspace / "trainer" / "config.toml"
-        self.shipped = self.config.read_text()
         self.board = BestSoFar(client, self.say)
         self.tried: dict[str, dict[str, Any]] = {"models/initial": hyperparameters(self.config)}
         self.seconds_per_step = seconds_per_step(workspace / "models" / "initial")
         self.validation_seconds = 0.0
         self.validation_compute = 0.0
-        self.undo: list[Callable[[], None]] = []
-        """What to put back when the initial model is submitted (the light agent's data)."""
 
     def incumbent(self) -> dict[str, Any]:
         return dict(self.tried[self.board.best()[1]])
@@ -197,9 +195,7 @@ class Tuner:
         """Write back the best candidate's settings (or put everything back), submit it."""
         best = self.board.best()[1]
         if best == "models/initial":
-            self.config.write_text(self.shipped)
-            for undo in self.undo:
-                undo()
+            put_back_shipped(self.workspace)
         else:
             set_hyperparameters(self.config, self.tried[best])
         self.board.submit_best("done")
