@@ -2,6 +2,7 @@
 other trains again alone (one GPU, shared by the episode's trainings)."""
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,9 +41,13 @@ def workspace(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def trainer_in(workspace: Path) -> Callable[[str, int], str]:
+    return lambda name, seed: train(name, seed, print, workspace)
+
+
 def test_a_training_that_ran_out_of_gpu_memory_beside_another_trains_again_alone(
         workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    models = train_side_by_side(["tuned-a", "tuned-b"], [0, 1], workspace)
+    models = train_side_by_side(trainer_in(workspace), ["tuned-a", "tuned-b"], [0, 1])
     assert models == ["models/tuned-a", "models/tuned-b"]
     assert [(workspace / m / "seed").read_text() for m in models] == ["0", "1"]
     assert sorted((workspace / "trainings.log").read_text().split()) == models
@@ -52,7 +57,7 @@ def test_a_training_that_ran_out_of_gpu_memory_beside_another_trains_again_alone
 def test_a_training_that_fails_otherwise_is_not_trained_again(workspace: Path) -> None:
     (workspace / "trainer" / "train.py").write_text("import sys; sys.exit('bad config')\n")
     with pytest.raises(TrainingFailed) as failure:
-        train_side_by_side(["tuned-a", "tuned-b"], [0, 1], workspace)
+        train_side_by_side(trainer_in(workspace), ["tuned-a", "tuned-b"], [0, 1])
     assert not isinstance(failure.value, TrainingOutOfMemory)
     assert "bad config" in str(failure.value)
 

@@ -37,7 +37,6 @@ from vtbench.agents.scripted import (
     put_back_shipped,
     speaker,
     start_from_shipped,
-    train,
 )
 from vtbench.client import GraderClient
 
@@ -159,14 +158,14 @@ def clean_workspace_data(client: GraderClient, workspace: Path, tell: Say) -> Fi
 
 
 def run(client: GraderClient, seed: int, workspace: Path = WORKSPACE) -> None:
-    board = BestSoFar(client, say)
+    board = BestSoFar(client, say, workspace)
     board.watch_the_clock()
     start_from_shipped(workspace)
     board.validate("models/initial")
     counts = clean_workspace_data(client, workspace, say)
     if counts.dropped or counts.rewritten:
         try:
-            board.validate(train("filtered", seed, say, workspace))
+            board.validate(board.train("filtered", seed))
         except TrainingFailed as err:
             say(str(err))
     if board.best()[1] == "models/initial":

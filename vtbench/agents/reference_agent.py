@@ -14,6 +14,10 @@ researcher would, one change at a time so every validation can be attributed:
 6. submit the best validated (model, harness); a training that fails ends the steps
    early, with the same submission.
 
+Started again in a resumed episode, it walks the steps again and takes up what it
+validated before (:class:`vtbench.agents.scripted.BestSoFar`): those validations are not
+repeated, nor their models trained or merged again.
+
 It watches the clock like every scripted agent (:mod:`vtbench.agents.scripted`): when the
 episode's deadline is :data:`SUBMIT_MARGIN_S` away and it has not submitted yet, it
 submits the best (model, harness) validated so far, or the initial model when nothing has
@@ -23,6 +27,7 @@ episode.
 
 import argparse
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
@@ -33,7 +38,6 @@ from vtbench.agents.scripted import (
     TrainingFailed,
     TrainingOutOfMemory,
     speaker,
-    train,
 )
 from vtbench.client import GraderClient
 from vtbench.tasks.materialize import apply_reference
@@ -63,32 +67,34 @@ class Researcher:
         board = self.board
         board.validate("models/initial")
         apply_reference(self.task, WORKSPACE, components=("data",))
-        board.validate(train("clean-data", self.seed, say))
+        board.validate(board.train("clean-data", self.seed))
         apply_reference(self.task, WORKSPACE, components=("trainer",))
-        models = train_side_by_side(["tuned-a", "tuned-b"], [self.seed, self.seed + 1])
+        models = train_side_by_side(board.train, ["tuned-a", "tuned-b"], [self.seed, self.seed + 1])
         scores = {model: board.validate(model) for model in models}
         best = max(scores, key=lambda m: scores[m])
         if self.harness:
             apply_reference(self.task, WORKSPACE, components=("harness",))
             board.validate(best, harness=self.harness)
-        merged = self.client.merge("linear", models, [0.5, 0.5], "models/merged")
-        say(f"merged {models} into {merged.model}")
+        if not board.kept("models/merged"):
+            merged = self.client.merge("linear", models, [0.5, 0.5], "models/merged")
+            say(f"merged {models} into {merged.model}")
         board.validate("models/merged", harness=self.harness)
 
 
-def train_side_by_side(names: list[str], seeds: list[int],
-                       workspace: Path = WORKSPACE) -> list[str]:
-    """Train the models at once; one that ran out of GPU memory beside the others (one GPU
-    shared by them) is trained again alone after them."""
+def train_side_by_side(train_one: Callable[[str, int], str], names: list[str],
+                       seeds: list[int]) -> list[str]:
+    """Train the models at once with ``train_one(name, seed)`` (:meth:`BestSoFar.train`);
+    one that ran out of GPU memory beside the others (one GPU shared by them) is trained
+    again alone after them."""
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        futures = [pool.submit(train, name, seed, say, workspace)
+        futures = [pool.submit(train_one, name, seed)
                    for name, seed in zip(names, seeds, strict=True)]
         wait(futures)
     models = []
     for name, seed, future in zip(names, seeds, futures, strict=True):
         if isinstance(future.exception(), TrainingOutOfMemory):
             say(f"training {name} ran out of GPU memory beside another: training it alone")
-            models.append(train(name, seed, say, workspace))
+            models.append(train_one(name, seed))
         else:
             models.append(future.result())
     return models

@@ -109,20 +109,62 @@ def train(name: str, seed: int, say: Say, workspace: Path = WORKSPACE) -> str:
     return out
 
 
-class BestSoFar:
-    """The agent's validations, and its one submission of the best of them."""
+def validated_before(client: GraderClient,
+                     workspace: Path = WORKSPACE) -> dict[tuple[str, str | None], float]:
+    """The episode's scored validations from before this start of the agent, by the (model,
+    harness) folders they named, where those folders are still in ``workspace``: a resumed
+    episode starts its agent again in the workspace the interrupted run left."""
+    earlier: dict[tuple[str, str | None], float] = {}
+    for validation in client.status().validations:
+        harness = validation.harness_folder if validation.harness == "candidate" else None
+        if validation.score is None or validation.model is None or (
+                validation.harness == "candidate" and harness is None):
+            continue
+        folders = [validation.model] + ([harness] if harness else [])
+        if all((workspace / folder).is_dir() for folder in folders):
+            earlier[(validation.model, harness)] = validation.score
+    return earlier
 
-    def __init__(self, client: GraderClient, say: Say) -> None:
-        self.client, self.say = client, say
+
+class BestSoFar:
+    """The agent's validations, and its one submission of the best of them.
+
+    An agent started again in a resumed episode takes up its earlier work as it walks its
+    steps again: a (model, harness) validated before the restart is not validated again
+    (its earlier score counts), and a model validated before is not trained again
+    (:meth:`train`), so neither costs the episode's budget twice."""
+
+    def __init__(self, client: GraderClient, say: Say, workspace: Path = WORKSPACE) -> None:
+        self.client, self.say, self.workspace = client, say, workspace
         self.results: list[tuple[float, str, str | None]] = []
         self.lock = threading.Lock()
         self.submitted = False
+        self.before = validated_before(client, workspace)
+        if self.before:
+            say(f"resumed: {len(self.before)} validation(s) from before the restart")
+
+    def kept(self, model: str) -> bool:
+        """Whether ``model`` was validated before the restart (and is still there)."""
+        return any(validated == model for validated, _ in self.before)
+
+    def train(self, name: str, seed: int) -> str:
+        """Train ``models/<name>`` (:func:`train`), unless it was validated before the
+        restart: then it is taken as it is."""
+        model = f"models/{name}"
+        if self.kept(model):
+            self.say(f"kept {model}: trained and validated before the restart")
+            return model
+        return train(name, seed, self.say, self.workspace)
 
     def validate(self, model: str, harness: str | None = None) -> float:
         """The validation score (minus infinity when the validation failed)."""
-        result = self.client.validate(model, harness=harness)
-        score = result.score
-        self.say(f"validated {model} (harness {harness or 'initial'}): {score}")
+        score = self.before.get((model, harness))
+        if score is not None:
+            self.say(f"validated {model} (harness {harness or 'initial'}) before the "
+                     f"restart: {score}")
+        else:
+            score = self.client.validate(model, harness=harness).score
+            self.say(f"validated {model} (harness {harness or 'initial'}): {score}")
         if score is not None:
             with self.lock:
                 self.results.append((score, model, harness))

@@ -43,7 +43,6 @@ from vtbench.agents.scripted import (
     put_back_shipped,
     speaker,
     start_from_shipped,
-    train,
 )
 from vtbench.client import GraderClient, seconds_left
 from vtbench.errors import GraderError
@@ -118,7 +117,7 @@ class Tuner:
         self.say = say or speaker("tuner")
         start_from_shipped(workspace)
         self.config = workspace / "trainer" / "config.toml"
-        self.board = BestSoFar(client, self.say)
+        self.board = BestSoFar(client, self.say, workspace)
         self.tried: dict[str, dict[str, Any]] = {"models/initial": hyperparameters(self.config)}
         self.seconds_per_step = seconds_per_step(workspace / "models" / "initial")
         self.validation_seconds = 0.0
@@ -166,11 +165,12 @@ class Tuner:
         self.tried[f"models/{name}"] = settings
         started = time.monotonic()
         try:
-            model = train(name, self.seed, self.say, self.workspace)
+            model = self.board.train(name, self.seed)
         except TrainingFailed as err:
             self.say(str(err))
             return
-        self.seconds_per_step = (time.monotonic() - started) / max(1, settings["steps"])
+        if not self.board.kept(model):
+            self.seconds_per_step = (time.monotonic() - started) / max(1, settings["steps"])
         self.validate(model)
 
     def search(self) -> None:

@@ -133,6 +133,11 @@ class ValidationView(View):
     settlement: str | None = None
     gpus: int = 0
     """GPUs the evaluation ran on (0: the CPU); its compute seconds are GPU-seconds then."""
+    model: str | None = None
+    """The model folder the request named (``models/a``): what an agent that was restarted
+    reads to take up its earlier validations."""
+    harness_folder: str | None = None
+    """The harness folder the request named, where the candidate's harness ran."""
 
 
 class SubmittedHashes(View):

@@ -31,7 +31,9 @@ def view(validation: Validation) -> ValidationView:
         harness=result.get("harness"), decoding=result.get("decoding"),
         instances=result.get("instances", []), error=validation.error or result.get("error"),
         cached=bool(result.get("cached")), credit=validation.credit,
-        settlement=validation.settlement, gpus=result.get("gpus", 0))
+        settlement=validation.settlement, gpus=result.get("gpus", 0),
+        model=validation.inputs.get("candidate"),
+        harness_folder=validation.inputs.get("harness_candidate"))
 
 
 class Validations:
@@ -62,7 +64,9 @@ class Validations:
             trees = [c.hash for c in (stored_model, stored_harness) if c is not None]
             try:
                 self.ledger.check_can_validate(episode.id, credit)
-                validation_id = self._reserve(episode, model, stored_model, key, credit, repeat)
+                harness_named = candidate_name(harness) if harness and stored_harness else None
+                validation_id = self._reserve(episode, model, stored_model, harness_named, key,
+                                              credit, repeat)
             except VtbenchError:
                 self.store.discard_unused(episode.id, trees)
                 raise
@@ -73,7 +77,7 @@ class Validations:
         return self._wait(validation_id, timeout)
 
     def _reserve(self, episode: Episode, model: str, stored_model: StoredCandidate,
-                 key: CacheKey, credit: int, repeat: bool) -> int:
+                 harness: str | None, key: CacheKey, credit: int, repeat: bool) -> int:
         """Snapshot the workspace, reserve the validation, then record the candidate's
         lineage; a refused reservation withdraws its snapshot. A repeat (its result is
         cached: it trains and evaluates nothing new) of a candidate whose lineage is known
@@ -86,6 +90,7 @@ class Validations:
                 taken = take_snapshot()
             inputs = {"task": episode.task, "split": "val", "model_hash": stored_model.hash,
                       "harness_hash": key.harness_hash, "candidate": name,
+                      "harness_candidate": harness,
                       "snapshot": taken.commit if taken else None}
             validation_id = self.ledger.reserve_validation(episode.id, inputs, credit=credit)
         self.lineage.see(episode, name, stored_model, "validation", lambda: taken)
