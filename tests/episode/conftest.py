@@ -1,5 +1,6 @@
-"""A quickly prepared copy of arith in one private store shared by a test module, and one
-grader serving it, so that each episode test pays only for its own episode."""
+"""A quickly prepared copy of arith in one private store per test module, and one grader
+serving it, so that each episode test pays only for its own episode. arith is prepared
+once per run, in a store each module copies (a store names no path of its own)."""
 
 import re
 import shutil
@@ -41,6 +42,18 @@ def substitute(path: Path, pattern: str, replacement: str) -> None:
     path.write_text(text)
 
 
+@pytest.fixture(scope="session")
+def arith_template(tmp_path_factory: pytest.TempPathFactory,
+                   installation: Path) -> tuple[Path, Path]:
+    """(store, task folder): the quick copy of arith, prepared once per run."""
+    home = new_store(tmp_path_factory.mktemp("arith-template-home"), installation)
+    task_dir = quick_copy(tmp_path_factory.mktemp("quick"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VTBENCH_HOME", str(home))
+        prepare_task(load_task(task_dir))
+    return home, task_dir
+
+
 @pytest.fixture(scope="module")
 def episode_home(tmp_path_factory: pytest.TempPathFactory,
                  installation: Path) -> Iterator[Path]:
@@ -51,9 +64,10 @@ def episode_home(tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.fixture(scope="module")
-def prepared_arith(episode_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    task_dir = quick_copy(tmp_path_factory.mktemp("quick"))
-    prepare_task(load_task(task_dir))
+def prepared_arith(episode_home: Path, arith_template: tuple[Path, Path]) -> Path:
+    """The quick copy of arith, prepared in the module's store (copied from the run's)."""
+    store, task_dir = arith_template
+    shutil.copytree(store / "tasks", episode_home / "tasks", symlinks=True, dirs_exist_ok=True)
     return task_dir
 
 
