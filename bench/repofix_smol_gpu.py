@@ -15,9 +15,11 @@ For a GPU host (the issue's item 6); nothing here runs in the default tests.
    bwrap); pass@k by the unbiased estimator.
 
     python bench/repofix_smol_gpu.py --out /tmp/repofix-gpu [--mutants 3000] [--steps 2000]
-        [--val 100] [--k 8] [--device cuda] [--pairs-only | --pairs TRAIN_JSONL]
+        [--val 100] [--k 8] [--device cuda] [--flips] [--pairs-only | --pairs TRAIN_JSONL]
 
-``--pairs-only`` stops after step 1 (the pairs need CPU cores only, and can be made on
+``--flips`` makes pairs from the reversible modifiers' mutants as well (operator flips,
+inverted conditions, constants moved by one: ``tasks/repofix/lib/flips.py``; never a task
+instance). ``--pairs-only`` stops after step 1 (the pairs need CPU cores only, and can be made on
 another host); ``--pairs`` starts at step 2 with pairs made so.
 
 Expected on one H100 with 16 cores (not yet run): pairs 20-40 min (suites on 16
@@ -51,30 +53,38 @@ def builder():
     return import_file(REPOFIX / "builder.py", "repofix_gpu_builder")
 
 
-def library_pairs(name: str, mutants: int) -> list[dict]:
-    """One library's rows (run in a worker process)."""
+def library_pairs(name: str, mutants: int, flips: bool) -> list[dict]:
+    """One library's rows (run in a worker process); with ``flips``, from the reversible
+    modifiers' mutants too (``lib/flips.py``)."""
     build = builder()
     instances, libraries = build._module("instances"), build._module("libraries")
     instances.PER_FUNCTION = 10**6
+    irreversible, reversible = build._module("mutants").mutants, build._module("flips").flips
     from vtbench.tasks.registry import import_file
 
     data = import_file(REPOFIX / "make_data.py", "repofix_gpu_make_data")
     rows = []
-    for label in instances.generate(libraries.library(name), max_mutants=mutants):
+    found = instances.generate(
+        libraries.library(name), max_mutants=mutants,
+        modifier=(lambda source: irreversible(source) + reversible(source)) if flips
+        else irreversible)
+    for label in found:
         rows += [row for row in data.trajectory(label, data.REFERENCE, random.Random(0))
                  if row["completion"].startswith("edit ")]
     return rows
 
 
-def make_pairs(out: Path, mutants: int) -> Path:
+def make_pairs(out: Path, mutants: int, flips: bool) -> Path:
     names = [lib.name for lib in builder()._module("libraries").libraries("training")]
     with ProcessPoolExecutor() as pool:
-        rows = [row for found in pool.map(library_pairs, names, [mutants] * len(names))
-                for row in found]
+        found = dict(zip(names, pool.map(library_pairs, names, [mutants] * len(names),
+                                         [flips] * len(names)), strict=True))
+    rows = [row for library_rows in found.values() for row in library_rows]
     data = out / "data"
     data.mkdir(parents=True, exist_ok=True)
     (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    print(json.dumps({"pairs": len(rows)}), flush=True)
+    print(json.dumps({"pairs": len(rows),
+                      "per_library": {name: len(r) for name, r in found.items()}}), flush=True)
     return data
 
 
@@ -143,6 +153,8 @@ def main() -> None:
     parser.add_argument("--val", type=int, default=100)
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--flips", action="store_true",
+                        help="pairs from the reversible modifiers' mutants too")
     stage = parser.add_mutually_exclusive_group()
     stage.add_argument("--pairs-only", action="store_true", help="make the pairs and stop")
     stage.add_argument("--pairs", type=Path, default=None,
@@ -151,7 +163,7 @@ def main() -> None:
     from vtbench.models.smol import ensure_smol
 
     if args.pairs is None:
-        data = make_pairs(args.out, args.mutants)
+        data = make_pairs(args.out, args.mutants, args.flips)
     else:
         data = args.out / "data"
         data.mkdir(parents=True, exist_ok=True)

@@ -27,8 +27,8 @@ def module(name: str):
     return importlib.import_module(f"{LIB.__name__}.{name}")
 
 
-libraries, instances, mutants, suite, trees = (module(n) for n in (
-    "libraries", "instances", "mutants", "suite", "trees"))
+libraries, instances, mutants, suite, trees, flips = (module(n) for n in (
+    "libraries", "instances", "mutants", "suite", "trees", "flips"))
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +71,43 @@ def test_every_mutant_removes_code_and_still_parses() -> None:
             assert len(changed) < len(source)
             seen[mutant.kind] += 1
     assert set(seen) <= set(mutants.KINDS) and len(seen) >= 4
+
+
+def test_every_flip_changes_one_operator_constant_or_condition_on_one_line() -> None:
+    seen = Counter()
+    for name in ("inflection", "cachetools"):
+        seen += flips_seen(name)
+    assert set(seen) == set(flips.KINDS)
+
+
+def flips_seen(name: str) -> Counter[str]:
+    tree = libraries.unpacked(libraries.library(name))
+    seen: Counter[str] = Counter()
+    for path in libraries.source_files(libraries.library(name), tree):
+        source = (tree / path).read_text()
+        lines = source.splitlines(keepends=True)
+        for mutant in flips.flips(source):
+            changed = mutant.apply(source).splitlines(keepends=True)
+            ast.parse("".join(changed))
+            assert mutant.start == mutant.end and len(changed) == len(lines)
+            assert [i for i, (a, b) in enumerate(zip(lines, changed, strict=True)) if a != b] == [
+                mutant.start - 1]
+            before, after = lines[mutant.start - 1], changed[mutant.start - 1]
+            assert mutant.kind != "invert_condition" or "not " in after
+            assert len(after) - len(before) <= 6  # an operator's or constant's text, a "not"
+            seen[mutant.kind] += 1
+    return seen
+
+
+def test_a_flipped_comparison_and_condition_keep_the_lines_formatting() -> None:
+    source = ('def f(a, b):\n    """Doc with a == b."""\n'
+              '    if a.x["k"] == b:  # same\n        return a + 1\n    return a and b\n')
+    found = {m.kind: m.replacement for m in flips.flips(source)}
+    assert found["flip_compare"] == '    if a.x["k"] != b:  # same\n'
+    assert found["invert_condition"] == '    if not (a.x["k"] == b):  # same\n'
+    assert found["flip_operator"] == "        return a - 1\n"
+    assert found["shift_constant"] == "        return a + 2\n"
+    assert found["flip_boolean"] == "    return a or b\n"
 
 
 def test_a_mutants_run_stops_at_the_failure_that_drops_it(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ import queue
 import random
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -96,16 +96,21 @@ def baseline(lib: Library, tree: Path) -> tuple[SuiteRun, int]:
     return traced, math.ceil(HANG_FACTOR * plain.cpu_seconds) + 1
 
 
-def candidates(lib: Library, tree: Path) -> list[tuple[str, Mutant]]:
+Modifier = Callable[[str], list[Mutant]]
+"""A file's source to its mutants: :func:`.mutants.mutants` for every instance."""
+
+
+def candidates(lib: Library, tree: Path, modifier: Modifier = mutants) -> list[tuple[str, Mutant]]:
     found = [(path, mutant) for path in source_files(lib, tree)
-             for mutant in mutants((tree / path).read_text())]
+             for mutant in modifier((tree / path).read_text())]
     random.Random(lib.release).shuffle(found)
     return found
 
 
-def generate(lib: Library, max_mutants: int, workers: int | None = None) -> list[dict]:
+def generate(lib: Library, max_mutants: int, workers: int | None = None,
+             modifier: Modifier = mutants) -> list[dict]:
     """The library's instances (see the module docstring), on ``workers`` tree copies
-    (default: the cores this process may use)."""
+    (default: the cores this process may use); ``modifier`` makes the mutants to try."""
     with tempfile.TemporaryDirectory() as scratch:
         tree = copy_tree(unpacked(lib), Path(scratch) / lib.release)
         pristine, cpu_limit = baseline(lib, tree)
@@ -126,7 +131,7 @@ def generate(lib: Library, max_mutants: int, workers: int | None = None) -> list
         kept: list[dict] = []
         per_function: Counter[str] = Counter()
         with ThreadPoolExecutor(count) as pool:
-            for batch in rounds(lib, tree, calls, per_function, max_mutants):
+            for batch in rounds(lib, tree, calls, per_function, max_mutants, modifier):
                 found = list(pool.map(lambda args: attempt_on_a_copy(*args), batch))
                 for (path, mutant, _), instance in zip(batch, found, strict=True):
                     where = f"{path}:{mutant.function}"
@@ -139,14 +144,14 @@ def generate(lib: Library, max_mutants: int, workers: int | None = None) -> list
 Trial = tuple[str, Mutant, list[str] | None]
 
 
-def rounds(lib: Library, tree: Path, calls: dict[str, list[str]],
-           per_function: Counter[str], max_mutants: int) -> Iterator[list[Trial]]:
+def rounds(lib: Library, tree: Path, calls: dict[str, list[str]], per_function: Counter[str],
+           max_mutants: int, modifier: Modifier = mutants) -> Iterator[list[Trial]]:
     """The mutants to try, :data:`ROUND` at a time, at most ``max_mutants`` in all; a
     function that already gave :data:`PER_FUNCTION` instances (``per_function``, updated by
     the caller between rounds) gives no more mutants, nor one no test reaches."""
     batch: list[Trial] = []
     tried = 0
-    for path, mutant in candidates(lib, tree):
+    for path, mutant in candidates(lib, tree, modifier):
         if tried >= max_mutants:
             break
         if per_function[f"{path}:{mutant.function}"] >= PER_FUNCTION:
