@@ -4,16 +4,20 @@ finds the same rows to drop (and trains) and the tuner's recipe does not compoun
 scripted agent takes up what it validated before the restart, from the real grader's
 status, without validating or training it again."""
 
+import json
 import shutil
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.evaluation.conftest import tiny_model  # noqa: F401
 from tests.grader.conftest import GraderProcess, grader, small_task, workspace  # noqa: F401
 from vtbench.agents.filter_agent import filter_data
 from vtbench.agents.row_checks import row_check
 from vtbench.agents.scripted import SHIPPED, BestSoFar, start_from_shipped
-from vtbench.agents.tuner_agent import hyperparameters, recipe, set_hyperparameters
-from vtbench.client import GraderClient
+from vtbench.agents.tuner_agent import Tuner, hyperparameters, recipe, set_hyperparameters
+from vtbench.client import DEADLINE_ENV, GraderClient
 from vtbench.tasks import find_task
 from vtbench.tasks.materialize import materialize
 
@@ -93,3 +97,33 @@ def test_an_agent_started_again_takes_up_its_earlier_validations_without_repeati
                                    key=lambda r: r[0] or 0.0)[1:]
     assert "resumed: 2 validation(s) from before the restart" in said
     assert "kept models/good: trained and validated before the restart" in said
+
+
+def test_a_resumed_tuner_takes_up_a_candidate_it_would_have_no_time_to_train_again(
+        grader: GraderProcess, small_task: Path, workspace: Path,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    grader.start()
+    shutil.copytree(small_task / "public" / "data", workspace / "data")
+    shutil.copytree(small_task.parent / "_tiny" / "trainer", workspace / "trainer")
+    (workspace / "trainer" / "train.py").write_text("raise SystemExit('trained again')\n")
+    models = workspace / "models"
+    (models / "good").rename(models / "initial")
+    (models / "initial" / "train_log.json").write_text(
+        json.dumps({"seconds": 10**6, "config": {"steps": 1}}))  # no training fits
+    shutil.copytree(models / "initial", models / "tune-1")
+    client = GraderClient(grader.socket, grader.create_episode(small_task, workspace))
+    client.validate("models/initial")
+    client.validate("models/tune-1")
+    monkeypatch.setenv(DEADLINE_ENV, str(time.time() + 600))
+    said: list[str] = []
+
+    tuner = Tuner(client, seed=0, workspace=workspace, say=said.append)
+    tuner.start()
+    tuner.search()
+
+    assert "kept models/tune-1: trained and validated before the restart" in said
+    assert any(line.startswith("validated models/tune-1 (harness initial) before the restart")
+               for line in said)
+    assert any(line.startswith("skipping") and "would not end in time" in line
+               for line in said)
+    assert len(client.status().validations) == 2

@@ -135,8 +135,14 @@ class Tuner:
         best = self.incumbent()
         yield with_steps(best, best["steps"] + best["steps"] // 2)
 
+    def next_name(self) -> str:
+        return f"tune-{len(self.tried)}"
+
     def unaffordable(self, settings: dict[str, Any]) -> str | None:
-        """Why the episode's budget cannot take this candidate, or None when it can."""
+        """Why the episode's budget cannot take this candidate, or None when it can (always
+        when it was trained and validated before a restart: it costs nothing again)."""
+        if self.board.kept(f"models/{self.next_name()}"):
+            return None
         status = self.client.status()
         if status.validations_left < 1:
             return "no validation left"
@@ -159,7 +165,7 @@ class Tuner:
         self.validation_compute = max(self.validation_compute, spent)
 
     def try_settings(self, settings: dict[str, Any]) -> None:
-        name = f"tune-{len(self.tried)}"
+        name = self.next_name()
         set_hyperparameters(self.config, settings)
         self.say(f"{name}: {settings}")
         self.tried[f"models/{name}"] = settings
