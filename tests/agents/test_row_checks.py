@@ -230,6 +230,7 @@ def test_humaneval_restores_four_space_indents_and_drops_stubs_and_bodies_of_oth
     assert check.consistent(rows) == [True, False, False, False, False, True]
 
 
+@pytest.mark.slow
 def test_on_humanevals_data_the_filter_keeps_its_true_bodies_and_few_of_other_functions(
         tmp_path: Path) -> None:
     """Judged by the mined pool: a kept row's body is mostly its prompt's own (a body of

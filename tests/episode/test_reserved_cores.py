@@ -26,6 +26,7 @@ READ_CORES = ("grep Cpus_allowed_list /proc/self/status > cores.txt && "
               "vtbench validate --model models/initial && vtbench submit --model models/initial")
 
 
+@pytest.mark.slow
 def test_the_research_sandbox_runs_on_the_reserved_core_and_the_record_and_grader_name_it(
         prepared_arith: Path, grader: Path, tmp_path: Path) -> None:
     record, path = run_episode(RunOptions(task=str(prepared_arith), agent=f"command:{READ_CORES}",

@@ -39,6 +39,7 @@ def ledger_counts() -> tuple[int, ...]:
                  for table in ("episodes", "budget_rows", "validations", "submissions"))
 
 
+@pytest.mark.slow
 def test_malformed_requests_never_fail_the_server_or_change_the_ledger(
     grader: GraderProcess, small_task: Path, workspace: Path
 ) -> None:
