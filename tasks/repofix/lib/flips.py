@@ -27,7 +27,6 @@ COMPARE_TEXT = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.GtE: ">=", ast.G
                 ast.IsNot: "is not"}
 OPERATOR_FLIPS = {ast.Add: ("+", "-"), ast.Sub: ("-", "+"), ast.Mult: ("*", "//"),
                   ast.FloorDiv: ("//", "*"), ast.Div: ("/", "*")}
-WORDS = re.compile(r"\b(and|or)\b")
 
 
 def span(node: ast.AST) -> tuple[int, int, int] | None:
