@@ -60,6 +60,66 @@ def test_a_changed_sdist_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         libraries.unpacked(libraries.library("inflection"))
 
 
+def test_pair_libraries_are_pinned_by_url_and_hash_and_never_task_libraries() -> None:
+    pairs = libraries.pair_libraries()
+    assert len(pairs) >= 30
+    task_names = {lib.name for lib in libraries.libraries()}
+    assert len({lib.name for lib in pairs}) == len(pairs)
+    assert not task_names & {lib.name for lib in pairs}
+    for lib in pairs:
+        assert lib.role == libraries.PAIRS
+        assert lib.url.startswith("https://files.pythonhosted.org/")
+        assert lib.url.endswith("/" + lib.sdist)
+        assert len(lib.sha256) == 64
+        assert libraries.library(lib.name) == lib
+
+
+def pinned_sdist(tmp_path: Path, release: str) -> tuple[Path, str]:
+    """A small sdist (one module, one test) and its sha256."""
+    import hashlib
+    import tarfile
+
+    tree = tmp_path / "src" / release
+    (tree / "tests").mkdir(parents=True)
+    (tree / "demo.py").write_text("def double(x):\n    return 2 * x\n")
+    (tree / "tests" / "test_demo.py").write_text("from demo import double\n\n"
+                                                  "def test_double():\n    assert double(2) == 4\n")
+    archive = tmp_path / f"{release}.tar.gz"
+    with tarfile.open(archive, "w:gz") as sdist:
+        sdist.add(tree, arcname=release)
+    return archive, hashlib.sha256(archive.read_bytes()).hexdigest()
+
+
+def test_a_pair_library_is_fetched_and_unpacked_only_with_its_pinned_hash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VTBENCH_GENERATED", str(tmp_path / "generated"))
+    archive, digest = pinned_sdist(tmp_path, "demo-1.0")
+    lib = libraries.Library(name="demo", sdist="demo-1.0.tar.gz", sha256="0" * 64,
+                            role=libraries.PAIRS, package=".", tests=("tests",),
+                            pythonpath=".", mutants=10, url=archive.as_uri())
+    with pytest.raises(RuntimeError, match="not the pinned"):
+        libraries.fetch(lib)
+    assert not list((tmp_path / "generated").rglob("*.tar.gz"))
+    with pytest.raises(RuntimeError, match="fetch it first"):
+        libraries.unpacked(lib)
+    pinned = dataclasses.replace(lib, sha256=digest)
+    assert libraries.fetch(pinned) == libraries.archive(pinned)
+    tree = libraries.unpacked(pinned)
+    assert (tree / "demo.py").read_text().startswith("def double")
+    assert libraries.source_files(pinned, tree) == ["demo.py"]
+
+
+@pytest.mark.slow
+def test_every_pair_library_fetched_from_pypi_unpacks_with_its_suite_and_mutants() -> None:
+    """Downloads the pair libraries' sdists (about 16 MB from PyPI, once per cache)."""
+    for lib in libraries.pair_libraries():
+        libraries.fetch(lib)
+        tree = libraries.unpacked(lib)
+        assert all((tree / path).exists() for path in lib.tests), lib.name
+        assert len(instances.candidates(lib, tree)) >= 20, lib.name
+        assert len(instances.candidates(lib, tree, flips.flips)) >= 20, lib.name
+
+
 def test_every_mutant_removes_code_and_still_parses() -> None:
     tree = libraries.unpacked(libraries.library("toolz"))
     seen = Counter()
