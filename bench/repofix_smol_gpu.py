@@ -51,14 +51,15 @@ from pathlib import Path
 
 import tomli_w
 
+from vtbench.tasks.registry import import_file
+from vtbench.tasks.store import atomic_write
+
 ROOT = Path(__file__).resolve().parent.parent
 REPOFIX = ROOT / "tasks" / "repofix"
 sys.path[:0] = [str(REPOFIX / "reference_harness"), str(REPOFIX / "public" / "harness")]
 
 
 def builder():
-    from vtbench.tasks.registry import import_file
-
     return import_file(REPOFIX / "builder.py", "repofix_gpu_builder")
 
 
@@ -70,8 +71,6 @@ def library_pairs(name: str, mutants: int, flips: bool) -> list[dict]:
     instances, libraries = build._module("instances"), build._module("libraries")
     instances.PER_FUNCTION = 10**6
     irreversible, reversible = build._module("mutants").mutants, build._module("flips").flips
-    from vtbench.tasks.registry import import_file
-
     data = import_file(REPOFIX / "make_data.py", "repofix_gpu_make_data")
     rows = []
     found = instances.generate(
@@ -108,9 +107,8 @@ def make_pairs(out: Path, mutants: int, flips: bool, workers: int | None) -> Pat
         running = {pool.submit(library_pairs, name, mutants, flips): name for name in todo}
         for done in as_completed(running):
             rows = done.result()
-            partial = folder / f"{running[done]}.jsonl.partial"
-            partial.write_text("".join(json.dumps(r) + "\n" for r in rows))
-            partial.rename(folder / f"{running[done]}.jsonl")
+            atomic_write(folder / f"{running[done]}.jsonl",
+                         "".join(json.dumps(r) + "\n" for r in rows), mode=0o644)
             print(json.dumps({"library": running[done], "pairs": len(rows)}), flush=True)
     found = {name: (folder / f"{name}.jsonl").read_text() for name in names}
     data = out / "data"

@@ -111,7 +111,7 @@ def test_a_pair_library_is_fetched_and_unpacked_only_with_its_pinned_hash(
 
 @pytest.mark.slow
 def test_every_pair_library_fetched_from_pypi_unpacks_with_its_suite_and_mutants() -> None:
-    """Downloads the pair libraries' sdists (about 16 MB from PyPI, once per cache)."""
+    """Downloads the pair libraries' sdists (about 6.5 MB from PyPI, once per cache)."""
     for lib in libraries.pair_libraries():
         libraries.fetch(lib)
         tree = libraries.unpacked(lib)

@@ -94,21 +94,18 @@ def fetch(lib: Library) -> Path:
     target = archive(lib)
     if target.is_file():
         return target
+    with urllib.request.urlopen(lib.url, timeout=60) as response:
+        data = response.read()
+    check_digest(data, lib, f"the download from {lib.url} is refused")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as partial:
-        try:
-            with urllib.request.urlopen(lib.url, timeout=60) as response:
-                shutil.copyfileobj(response, partial)
-            partial.close()
-            check_digest(Path(partial.name), lib, f"the download from {lib.url} is refused")
-            Path(partial.name).rename(target)
-        finally:
-            Path(partial.name).unlink(missing_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    partial.write_bytes(data)
+    partial.replace(target)
     return target
 
 
-def check_digest(path: Path, lib: Library, then: str) -> None:
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+def check_digest(data: bytes, lib: Library, then: str) -> None:
+    digest = hashlib.sha256(data).hexdigest()
     if digest != lib.sha256:
         raise RuntimeError(f"{lib.name}'s sdist has sha256 {digest}, not the pinned "
                            f"{lib.sha256}: {then}")
@@ -127,7 +124,8 @@ def unpacked(lib: Library) -> Path:
     if not sdist_path.is_file():
         raise RuntimeError(f"{lib.name}'s sdist is not at {sdist_path}: fetch it first "
                            "(python bench/repofix_smol_gpu.py --fetch)")
-    check_digest(sdist_path, lib, f"remove {sdist_path} and fetch it again" if lib.role == PAIRS
+    check_digest(sdist_path.read_bytes(), lib,
+                 f"remove {sdist_path} and fetch it again" if lib.role == PAIRS
                  else f"restore {sdist_path} from the repository")
     tree.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=tree.parent) as scratch:
