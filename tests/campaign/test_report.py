@@ -15,12 +15,12 @@ from vtbench.layout import EpisodePaths
 NOT_PREPARED = "task 'mini' is not prepared [/] (run: vtbench prepare --task mini)"
 
 
-def campaign(tmp_path: Path, task: Path,
-             seeds: int = 2) -> tuple[CampaignFolder, Ledger, list[str]]:
+def campaign(tmp_path: Path, task: Path, seeds: int = 2,
+             out: str = "out") -> tuple[CampaignFolder, Ledger, list[str]]:
     plan = load_plan(write_campaign(tmp_path, 'agents = [{name = "noop"}]\n'
                                     f'tasks = ["{task}"]\nseeds = {list(range(seeds))}\n'
                                     'retries = 1\n'))
-    folder = CampaignFolder(tmp_path / "out")
+    folder = CampaignFolder(tmp_path / out)
     folder.root.mkdir()
     folder.write_plan(plan)
     ledger = Ledger(folder.ledger)
@@ -65,6 +65,44 @@ def test_the_report_counts_a_closed_episode_and_lists_one_without_a_result(
     without = text.split("## Episodes without a result (not counted)")[1]
     shown = NOT_PREPARED.replace("[", "\\[").replace("]", "\\]")  # Markdown-escaped
     assert f"| {missing} | failed\\_infra | 2 | no | {shown} |" in without
+
+
+def finished(folder: CampaignFolder, ledger: Ledger, key: str) -> None:
+    ledger.claim(key)
+    ledger.finish(key, Result(state="finished", reason="closed", seconds=1.0, node="here",
+                              folder=closed_episode(folder, key), gain=0.0))
+
+
+def test_two_campaigns_report_together_and_an_episode_done_in_either_is_not_missing(
+        tmp_path: Path, minimal_task: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    first, first_ledger, (seed0, seed1) = campaign(tmp_path, minimal_task, out="first")
+    second, second_ledger, _ = campaign(tmp_path, minimal_task, out="second")
+    finished(first, first_ledger, seed0)
+    out_of_attempts(first_ledger, seed1)
+    finished(second, second_ledger, seed1)
+    markdown = tmp_path / "report.md"
+
+    code, _, err = cli(monkeypatch, capsys, "campaign", "report", str(first.root),
+                       str(second.root), "--markdown", str(markdown))
+    assert code == 0, err
+    assert "no result" not in err and "not run yet" not in err
+    assert markdown.read_text().startswith("# VibeTraining-Bench report\n\n2 episodes")
+
+
+def test_an_episode_with_a_result_in_two_campaigns_is_refused(
+        tmp_path: Path, minimal_task: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    first, first_ledger, (seed0, _) = campaign(tmp_path, minimal_task, out="first")
+    second, second_ledger, _ = campaign(tmp_path, minimal_task, out="second")
+    finished(first, first_ledger, seed0)
+    finished(second, second_ledger, seed0)
+
+    code, _, err = cli(monkeypatch, capsys, "campaign", "report", str(first.root),
+                       str(second.root))
+    assert code == 1
+    assert (f"error: episode {seed0} has a result in {first.root} and in {second.root}: it "
+            "would be counted twice") in err
 
 
 def test_a_campaign_without_any_result_lists_every_episode_and_says_so(

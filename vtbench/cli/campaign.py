@@ -73,28 +73,49 @@ def status(
 
 @app.command("report")
 def report(
-    folder: Folder,
+    folders: Annotated[list[Path], typer.Argument(
+        help="The campaign folders (run's --out): one, or several whose episodes are "
+             "reported together (a campaign's seeds run on other hosts or days).")],
     html: HtmlReport = None,
     markdown: MarkdownReport = None,
     as_json: RowsJsonFlag = False,
 ) -> None:
-    """The leaderboard and report (as ``vtbench report``) over the campaign's episodes; every
+    """The leaderboard and report (as ``vtbench report``) over the campaigns' episodes; every
     planned episode without a result is listed with its reason."""
     from vtbench.analysis.loading import load_episodes
-    from vtbench.campaign import CampaignFolder, ledger_rows
+    from vtbench.campaign import CampaignFolder
     from vtbench.cli.report import print_missing, write_report
 
-    campaign = CampaignFolder(folder.resolve())
-    rows = ledger_rows(campaign, campaign.read_plan())
-    runs = [campaign.root / row.folder for row in rows
-            if row.state in DONE_WITH_RECORD and row.folder]
-    missing = [without_result(campaign, row) for row in rows
-               if row.state not in DONE_WITH_RECORD or not row.folder]
+    runs, missing = campaign_results([CampaignFolder(f.resolve()) for f in folders])
     if not runs:
         print_missing(missing)
-        raise VtbenchError(f"{campaign.root}: no episode has a result yet",
-                           hint=f"see vtbench campaign status {campaign.root}")
+        named = " ".join(str(f.resolve()) for f in folders)
+        raise VtbenchError(f"{named}: no episode has a result yet",
+                           hint=f"see vtbench campaign status {folders[0].resolve()}")
     write_report(load_episodes(runs), missing, html=html, markdown=markdown, as_json=as_json)
+
+
+def campaign_results(campaigns: "list[CampaignFolder]") -> "tuple[list[Path], list[Missing]]":
+    """The episode folders with a result, over all ``campaigns``, and the planned episodes
+    without one. An episode with a result in two campaigns is refused (it would count
+    twice); one without a result in a campaign but with one in another is not missing."""
+    from vtbench.campaign import ledger_rows
+
+    found: dict[str, tuple[Path, Path]] = {}  # key: (campaign folder, episode folder)
+    unfinished: dict[str, Missing] = {}
+    for campaign in campaigns:
+        for row in ledger_rows(campaign, campaign.read_plan()):
+            if row.state not in DONE_WITH_RECORD or not row.folder:
+                unfinished.setdefault(row.key, without_result(campaign, row))
+            elif row.key in found:
+                raise VtbenchError(
+                    f"episode {row.key} has a result in {found[row.key][0]} "
+                    f"and in {campaign.root}: it would be counted twice",
+                    hint="report the campaigns that hold it once, or each on its own")
+            else:
+                found[row.key] = (campaign.root, campaign.root / row.folder)
+    missing = [m for key, m in unfinished.items() if key not in found]
+    return [run for _, run in found.values()], missing
 
 
 def without_result(campaign: "CampaignFolder", row: "EpisodeState") -> "Missing":
