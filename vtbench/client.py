@@ -43,6 +43,12 @@ def seconds_left() -> float | None:
     return max(0.0, float(deadline) - time.time()) if deadline else None
 
 
+def episode_gpus() -> list[str]:
+    """The GPUs this sandbox was given (``CUDA_VISIBLE_DEVICES``; none when unset or empty)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return [index for index in visible.split(",") if index.strip()]
+
+
 def refuse_non_utf8(body: dict[str, Any]) -> None:
     """A path whose file name is not UTF-8 (its bytes stand in the string as surrogates)
     is refused here in one line: the grader takes UTF-8 only, and JSON cannot carry it."""

@@ -1,14 +1,17 @@
 """The reference agent's trainings side by side: one that runs out of GPU memory beside the
-other trains again alone (one GPU, shared by the episode's trainings)."""
+other trains again alone (one GPU, shared by the episode's trainings); and in turn (one
+core), the second only where the time left holds it."""
 
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from vtbench.agents.reference_agent import train_side_by_side
-from vtbench.agents.scripted import TrainingFailed, TrainingOutOfMemory, train
+from vtbench.agents.reference_agent import train_in_turn, train_side_by_side
+from vtbench.agents.scripted import SUBMIT_MARGIN_S, TrainingFailed, TrainingOutOfMemory, train
+from vtbench.client import DEADLINE_ENV
 from vtbench.gpus import ran_out_of_memory
 
 # A trainer whose device holds one training at a time: a second one started while the
@@ -74,3 +77,23 @@ def test_out_of_memory_is_told_by_the_trainer_output_not_its_last_lines(
         train("tuned-a", 0, print, workspace)
     assert ran_out_of_memory("RuntimeError: CUDA out of memory. Tried to allocate")
     assert not ran_out_of_memory(f"{sys.executable}: can't open file 'trainer/train.py'")
+
+
+def test_in_turn_both_models_train_when_the_time_left_holds_them(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DEADLINE_ENV, str(time.time() + SUBMIT_MARGIN_S + 60))
+    models = train_in_turn(trainer_in(workspace), ["tuned-a", "tuned-b"], [0, 1])
+    assert models == ["models/tuned-a", "models/tuned-b"]
+    assert (workspace / "trainings.log").read_text().split() == models
+
+
+def test_in_turn_the_second_model_is_left_out_when_the_first_took_longer_than_the_time_left(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Each training sleeps a second: with the submit margin and half a second left after
+    the first, a second one would not end before the agent must submit."""
+    monkeypatch.setenv(DEADLINE_ENV, str(time.time() + SUBMIT_MARGIN_S + 1.5))
+    models = train_in_turn(trainer_in(workspace), ["tuned-a", "tuned-b"], [0, 1])
+    assert models == ["models/tuned-a"]
+    assert not (workspace / "models" / "tuned-b").exists()
+    assert "not training tuned-b:" in capsys.readouterr().out

@@ -1,13 +1,12 @@
 """The commands an agent uses inside its sandbox: status, validate, models, merge, submit."""
 
-import os
 from typing import Annotated
 
 import typer
 
 from vtbench.cli.options import JsonFlag
 from vtbench.cli.output import console, print_json, print_table
-from vtbench.client import GraderClient, seconds_left
+from vtbench.client import GraderClient, episode_gpus, seconds_left
 from vtbench.printable import printable
 
 HarnessOption = Annotated[str, typer.Option(
@@ -32,12 +31,6 @@ def status(as_json: JsonFlag = False) -> None:
                   f"{status.validations_left} validations and "
                   f"{status.compute_seconds_left:.0f} grader seconds left; "
                   f"GPUs: {', '.join(gpus) or 'none'}; submitted: {status.submitted}")
-
-
-def episode_gpus() -> list[str]:
-    """The GPUs this sandbox was given (``CUDA_VISIBLE_DEVICES``; none when unset or empty)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    return [index for index in visible.split(",") if index.strip()]
 
 
 def validate(
