@@ -27,7 +27,9 @@ sha256, and stops: on a host with no network, copy that folder there first.
 ``--flips`` makes pairs from the reversible modifiers' mutants as well (operator flips,
 inverted conditions, constants moved by one: ``tasks/repofix/lib/flips.py``; never a task
 instance). ``--pairs-only`` stops after step 1 (the pairs need CPU cores only, and can be made on
-another host); ``--pairs`` starts at step 2 with pairs made so.
+another host); ``--pairs`` starts at step 2 with pairs made so. Every stage keeps what it
+made under ``--out`` (the pairs per library, ``tuned/``, ``val-N.json``, each model's
+``pass-NAME.json``), so a run stopped anywhere goes on where it stopped.
 
 Expected on one H100 with 16 cores (not yet run): pairs 20-40 min (suites on 16
 processes), training of 2,000 steps about 15 min, sampling 100 x 8 edits about 5 min per
@@ -42,6 +44,7 @@ import argparse
 import json
 import math
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -121,15 +124,18 @@ def make_pairs(out: Path, mutants: int, flips: bool, workers: int | None) -> Pat
 
 
 def train(out: Path, data: Path, base: Path, steps: int) -> Path:
+    """``out/tuned``, trained unless a run before this one trained it."""
+    model = out / "tuned"
+    if (model / "train_log.json").is_file():
+        print(f"kept {model}: trained by an earlier run", flush=True)
+        return model
     trainer = out / "trainer"
-    subprocess.run(["cp", "-r", str(ROOT / "tasks" / "_hf" / "trainer"), str(trainer)],
-                   check=True)
+    shutil.copytree(ROOT / "tasks" / "_hf" / "trainer", trainer, dirs_exist_ok=True)
     config = tomllib.loads((ROOT / "tasks" / "repofix-smol" / "public" / "trainer"
                             / "config.toml").read_text())
     config.update({"steps": steps, "batch_size": 16, "lr": 3e-5, "schedule": "cosine",
                    "warmup_steps": 50, "completion_only_loss": True, "max_length": 2048})
     (trainer / "config.toml").write_text(tomli_w.dumps(config))
-    model = out / "tuned"
     subprocess.run([sys.executable, "trainer/train.py", "--base", str(base), "--data",
                     str(data), "--out", str(model), "--seed", "0"], cwd=out, check=True)
     return model
@@ -163,6 +169,29 @@ def attempt(item: dict, base_url: str, k: int) -> dict:
                 transcript.edit(copy, action)
             scored[action] = trees.score_diff(item["label"], transcript.diff(before, copy))
     return {"id": item["label"]["key"], "scores": [scored[a] for a in actions]}
+
+
+def val_items(out: Path, count: int) -> list[dict]:
+    """``count`` instances of the val split, built once and kept in ``out/val-COUNT.json``."""
+    kept = out / f"val-{count}.json"
+    if not kept.is_file():
+        items = builder().build_split(random.Random(0), count, set(), split="val")
+        atomic_write(kept, json.dumps(items), mode=0o644)
+    return json.loads(kept.read_text())
+
+
+def evaluated(out: Path, name: str, model: Path, items: list[dict], k: int,
+              device: str) -> dict:
+    """pass@k of ``model``, kept in ``out/pass-NAME.json`` once scored: a stopped run
+    scores only the models it had not."""
+    kept = out / f"pass-{name}.json"
+    if not kept.is_file():
+        atomic_write(kept, json.dumps(evaluate(model, items, k, device), indent=1),
+                     mode=0o644)
+    found = json.loads(kept.read_text())
+    print(json.dumps({name: {key: value for key, value in found.items() if key != "results"}}),
+          flush=True)
+    return found
 
 
 def evaluate(model: Path, items: list[dict], k: int, device: str) -> dict:
@@ -213,12 +242,10 @@ def main() -> None:
         return
     base = ensure_smol()
     tuned = train(args.out, data, base, args.steps)
-    items = builder().build_split(random.Random(0), args.val, set(), split="val")
-    report = {name: evaluate(model, items, args.k, args.device)
+    items = val_items(args.out, args.val)
+    report = {name: evaluated(args.out, name, model, items, args.k, args.device)
               for name, model in (("base", base), ("tuned", tuned))}
     (args.out / "report.json").write_text(json.dumps(report, indent=1))
-    print(json.dumps({name: {key: value for key, value in found.items() if key != "results"}
-                      for name, found in report.items()}))
 
 
 if __name__ == "__main__":
