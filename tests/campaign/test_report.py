@@ -45,13 +45,17 @@ def closed_episode(folder: CampaignFolder, key: str) -> str:
     return str(episode.folder.relative_to(folder.root))
 
 
+def finished(folder: CampaignFolder, ledger: Ledger, key: str) -> None:
+    ledger.claim(key)
+    ledger.finish(key, Result(state="finished", reason="closed", seconds=1.0, node="here",
+                              folder=closed_episode(folder, key), gain=0.0))
+
+
 def test_the_report_counts_a_closed_episode_and_lists_one_without_a_result(
         tmp_path: Path, minimal_task: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     folder, ledger, (closed, missing) = campaign(tmp_path, minimal_task)
-    ledger.claim(closed)
-    ledger.finish(closed, Result(state="finished", reason="closed", seconds=1.0, node="here",
-                                 folder=closed_episode(folder, closed), gain=0.0))
+    finished(folder, ledger, closed)
     out_of_attempts(ledger, missing)
     markdown = tmp_path / "report.md"
 
@@ -65,12 +69,6 @@ def test_the_report_counts_a_closed_episode_and_lists_one_without_a_result(
     without = text.split("## Episodes without a result (not counted)")[1]
     shown = NOT_PREPARED.replace("[", "\\[").replace("]", "\\]")  # Markdown-escaped
     assert f"| {missing} | failed\\_infra | 2 | no | {shown} |" in without
-
-
-def finished(folder: CampaignFolder, ledger: Ledger, key: str) -> None:
-    ledger.claim(key)
-    ledger.finish(key, Result(state="finished", reason="closed", seconds=1.0, node="here",
-                              folder=closed_episode(folder, key), gain=0.0))
 
 
 def test_two_campaigns_report_together_and_an_episode_done_in_either_is_not_missing(
@@ -123,9 +121,7 @@ def test_episodes_not_yet_run_are_one_line_that_names_the_first_five(
         tmp_path: Path, minimal_task: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     folder, ledger, keys = campaign(tmp_path, minimal_task, seeds=8)
-    ledger.claim(keys[0])
-    ledger.finish(keys[0], Result(state="finished", reason="closed", seconds=1.0, node="here",
-                                  folder=closed_episode(folder, keys[0]), gain=0.0))
+    finished(folder, ledger, keys[0])
     ledger.claim(keys[1])
     code, _, err = cli(monkeypatch, capsys, "campaign", "report", str(folder.root))
     assert code == 0, err
