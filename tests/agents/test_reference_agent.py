@@ -79,12 +79,17 @@ def test_out_of_memory_is_told_by_the_trainer_output_not_its_last_lines(
     assert not ran_out_of_memory(f"{sys.executable}: can't open file 'trainer/train.py'")
 
 
-def test_in_turn_both_models_train_when_the_time_left_holds_them(
+def test_in_turn_each_model_is_validated_before_the_next_trains(
         workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The validations of the first model (with the improved harness too) come before the
+    second training, so a deadline during it finds them done."""
     monkeypatch.setenv(DEADLINE_ENV, str(time.time() + SUBMIT_MARGIN_S + 60))
-    models = train_in_turn(trainer_in(workspace), ["tuned-a", "tuned-b"], [0, 1])
+    events: list[str] = []
+    models = train_in_turn(trainer_in(workspace), validated_into(events, workspace),
+                           ["tuned-a", "tuned-b"], [0, 1])
     assert models == ["models/tuned-a", "models/tuned-b"]
-    assert (workspace / "trainings.log").read_text().split() == models
+    assert events == ["validated models/tuned-a after 1 training(s)",
+                      "validated models/tuned-b after 2 training(s)"]
 
 
 def test_in_turn_the_second_model_is_left_out_when_the_first_took_longer_than_the_time_left(
@@ -93,7 +98,26 @@ def test_in_turn_the_second_model_is_left_out_when_the_first_took_longer_than_th
     """Each training sleeps a second: with the submit margin and half a second left after
     the first, a second one would not end before the agent must submit."""
     monkeypatch.setenv(DEADLINE_ENV, str(time.time() + SUBMIT_MARGIN_S + 1.5))
-    models = train_in_turn(trainer_in(workspace), ["tuned-a", "tuned-b"], [0, 1])
+    models = train_in_turn(trainer_in(workspace), lambda model: None,
+                           ["tuned-a", "tuned-b"], [0, 1])
     assert models == ["models/tuned-a"]
     assert not (workspace / "models" / "tuned-b").exists()
     assert "not training tuned-b:" in capsys.readouterr().out
+
+
+def test_in_turn_the_time_a_model_needs_counts_its_validations(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A training of one second whose validations take two more: with two and a half
+    seconds and the submit margin left at the start, no second model."""
+    monkeypatch.setenv(DEADLINE_ENV, str(time.time() + SUBMIT_MARGIN_S + 5.5))
+    models = train_in_turn(trainer_in(workspace), lambda model: time.sleep(2.0),
+                           ["tuned-a", "tuned-b"], [0, 1])
+    assert models == ["models/tuned-a"]
+
+
+def validated_into(events: list[str], workspace: Path) -> Callable[[str], None]:
+    """A validation that notes, in ``events``, the model and how many trainings had ended."""
+    def validate(model: str) -> None:
+        trained = (workspace / "trainings.log").read_text().split()
+        events.append(f"validated {model} after {len(trained)} training(s)")
+    return validate

@@ -9,10 +9,12 @@ researcher would, one change at a time so every validation can be attributed:
 2. clean the data, retrain with the initial trainer, validate;
 3. change the trainer (algorithm and hyperparameters), train two seeds, validate both:
    side by side where the sandbox has a GPU or a core for each (one that runs out of GPU
-   memory beside the other trains again alone), else one after the other, each validated
-   once trained, the second only where the time left holds another training and
-   validation as long as the first's and the submit margin;
-4. where the harness is editable, improve it and validate the best model with it;
+   memory beside the other trains again alone), else one after the other, the second
+   only where the time left holds another training and its validations as long as the
+   first's and the submit margin;
+4. where the harness is editable, improve it and validate with it the best of the two
+   side by side, or each one in turn as soon as it is validated (so a deadline that
+   leaves no time for the second training still finds the harness step done);
 5. merge the two seeds (linear), validate (with one seed trained, nothing to merge);
 6. submit the best validated (model, harness); a training that fails ends the steps
    early, with the same submission.
@@ -54,6 +56,7 @@ class Researcher:
     def __init__(self, task: Task, client: GraderClient, seed: int) -> None:
         self.task, self.client, self.seed = task, client, seed
         self.harness = "harness" if task.spec.harness_editable else None
+        self.harness_applied = False
         self.board = BestSoFar(client, say)
 
     def run(self) -> None:
@@ -68,21 +71,34 @@ class Researcher:
         self.board.submit_best("done")
 
     def tuned_models(self, names: list[str], seeds: list[int]) -> dict[str, float]:
-        """The models trained with the reference trainer, with their validation scores:
-        side by side where the sandbox has a GPU or a core for each, else in turn."""
+        """The models trained with the reference trainer, with their validation scores
+        (with the initial harness): side by side where the sandbox has a GPU or a core for
+        each, else in turn; either way validated with the improved harness where the task's
+        harness is editable (step 4 of the module's docstring)."""
         board = self.board
         if episode_gpus() or len(os.sched_getaffinity(0)) >= len(names):
             models = train_side_by_side(board.train, names, seeds)
-            return {model: board.validate(model) for model in models}
+            side_by_side = {model: board.validate(model) for model in models}
+            self.validate_with_harness(max(side_by_side, key=side_by_side.__getitem__))
+            return side_by_side
         scores: dict[str, float] = {}
 
-        def train_and_validate(name: str, seed: int) -> str:
-            model = board.train(name, seed)
+        def validate(model: str) -> None:
             scores[model] = board.validate(model)
-            return model
+            self.validate_with_harness(model)
 
-        train_in_turn(train_and_validate, names, seeds)
+        train_in_turn(board.train, validate, names, seeds)
         return scores
+
+    def validate_with_harness(self, model: str) -> None:
+        """Where the task's harness is editable: validate ``model`` with the reference
+        harness (applied to the workspace the first time)."""
+        if not self.harness:
+            return
+        if not self.harness_applied:
+            apply_reference(self.task, WORKSPACE, components=("harness",))
+            self.harness_applied = True
+        self.board.validate(model, harness=self.harness)
 
     def research(self) -> None:
         board = self.board
@@ -90,12 +106,7 @@ class Researcher:
         apply_reference(self.task, WORKSPACE, components=("data",))
         board.validate(board.train("clean-data", self.seed))
         apply_reference(self.task, WORKSPACE, components=("trainer",))
-        scores = self.tuned_models(["tuned-a", "tuned-b"], [self.seed, self.seed + 1])
-        models = list(scores)
-        best = max(scores, key=lambda m: scores[m])
-        if self.harness:
-            apply_reference(self.task, WORKSPACE, components=("harness",))
-            board.validate(best, harness=self.harness)
+        models = list(self.tuned_models(["tuned-a", "tuned-b"], [self.seed, self.seed + 1]))
         if len(models) < 2:
             return
         if not board.kept("models/merged"):
@@ -104,22 +115,23 @@ class Researcher:
         board.validate("models/merged", harness=self.harness)
 
 
-def train_in_turn(train_one: Callable[[str, int], str], names: list[str],
-                  seeds: list[int]) -> list[str]:
-    """Run ``train_one(name, seed)`` for one model after another while the time left holds
-    the next: as long as the longest so far took, and :data:`SUBMIT_MARGIN_S`. Two
-    trainings sharing one core take as long as the two in turn; in turn the first is ready
-    at half the time."""
+def train_in_turn(train_one: Callable[[str, int], str], validate: Callable[[str], None],
+                  names: list[str], seeds: list[int]) -> list[str]:
+    """Train ``train_one(name, seed)`` and ``validate`` one model after another while the
+    time left holds the next: as long as the longest so far took, and
+    :data:`SUBMIT_MARGIN_S`. Two trainings sharing one core take as long as the two in
+    turn; in turn the first is ready, and validated, at half the time."""
     models: list[str] = []
     longest = 0.0
     for name, seed in zip(names, seeds, strict=True):
         left = seconds_left()
         if models and left is not None and left < longest + SUBMIT_MARGIN_S:
-            say(f"not training {name}: {left:.0f} s left, and a training before it took "
-                f"{longest:.0f} s")
+            say(f"not training {name}: {left:.0f} s left, and a training with its "
+                f"validations before it took {longest:.0f} s")
             break
         started = time.monotonic()
         models.append(train_one(name, seed))
+        validate(models[-1])
         longest = max(longest, time.monotonic() - started)
     return models
 
