@@ -1,7 +1,7 @@
 """Tokens/s and MFU of the trl trainer (tasks/_hf/trainer) beside a raw PyTorch loop.
 
 Both train the same model on the same prompt/completion rows with the same trainer settings
-(batch, rows per forward pass, max_length, packing, gradient checkpointing), device and
+(batch, rows per forward pass, max_length, packing, gradient checkpointing, compile), device and
 precision (float32 on the CPU, bf16 autocast on a GPU), AdamW (fused on a GPU, as the Trainer
 there) and clipping; each round runs every training once, in turn, so competing load hits all
 alike; the first ``--warmup`` steps of a run are not timed. Tokens are non-padding tokens;
@@ -35,6 +35,7 @@ two trainings side by side on one GPU, which this does not.
 Usage: python bench/train_hf_throughput.py [--shape tiny|smol|qwen2-1.5b] [--base DIR]
     [--task NAME] [--steps N] [--batch N] [--micro-batch N] [--length CHARS]
     [--max-length TOKENS] [--packing] [--packing-strategy bfd|wrapped] [--checkpointing]
+    [--compile]
 The tiny shape on the CPU finishes in about a minute; smol and qwen2-1.5b (Qwen2-1.5B's shape,
 random init, no download) are for a GPU, and qwen2-1.5b is refused on the CPU. Full scale
 (a few minutes on one H100; trl attends a packed pass through one mask over the whole
@@ -187,9 +188,10 @@ def synthetic_rows(count: int, length: int, seed: int = 0) -> list[dict]:
 
 
 def timing(args: argparse.Namespace) -> dict[str, Any]:
-    """The settings the bench sets in every training: its steps, one process."""
+    """The settings the bench sets in every training: its steps, one process, compiled or
+    not."""
     steps = args.warmup + args.steps
-    return {"steps": steps, "log_every": steps, "processes": 1}
+    return {"steps": steps, "log_every": steps, "processes": 1, "compile": args.compile}
 
 
 def synthetic_cases(folder: Path, args: argparse.Namespace) -> list[Case]:
@@ -251,6 +253,8 @@ def raw_model(base: Path, config: dict[str, Any], device: str):
         enable({"use_reentrant": False})
     optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"],
                                   weight_decay=config["weight_decay"], fused=device == "cuda")
+    if config["compile"]:
+        model.compile()
     return model, optimizer
 
 
@@ -455,6 +459,8 @@ def parse() -> argparse.Namespace:
                         help="the trainer's packing: rows kept apart in one flattened pass "
                              "(bfd), or laid end to end and cut as the raw loop does (wrapped)")
     parser.add_argument("--checkpointing", action="store_true", help="gradient checkpointing")
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile the model in both loops (the trainer's compile)")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--peak-tflops", type=float, default=None)
     args = parser.parse_args()

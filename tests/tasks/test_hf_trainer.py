@@ -7,6 +7,7 @@ several GPUs goes through it and NCCL.
 
 import copy
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -267,3 +268,16 @@ def test_humaneval_trains_with_flawed_settings_that_its_reference_fixes(train, t
     assert improved["completion_only_loss"] and improved["schedule"] == "cosine"
     assert improved["lr"] < initial["lr"] and improved["warmup_steps"] > 0
     assert improved["steps"] == initial["steps"]
+
+
+@pytest.mark.slow
+def test_a_compiled_training_runs_the_compiled_model_and_saves_plain_weights(
+        train, base, data, tmp_path) -> None:
+    out = tmp_path / "model"
+    config = train.read_config(write(tmp_path, steps=5, compile=True))
+    trainer = train.build_trainer(base, data, 0, config, tmp_path / "work")
+    trainer.train()
+    assert isinstance(trainer.model_wrapped, torch._dynamo.eval_frame.OptimizedModule)
+    log = train.train(base, data, out, 0, config)
+    assert log and all(math.isfinite(loss) for _, loss in log["loss_curve"])
+    assert_loads_with_new_weights(base, out)
