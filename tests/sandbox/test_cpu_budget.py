@@ -67,6 +67,17 @@ def test_a_tree_within_its_cpu_budget_finishes_normally(
     assert sorted(used >= 0.3 for used in _reported(out)) == [True] * 3
 
 
+def test_a_finished_run_reports_the_cpu_time_of_its_whole_tree(
+        sandbox: Sandbox, tmp_path: Path) -> None:
+    """Three workers' CPU time, each read from inside, is in the run's count (with their
+    start-up and the shell's), though every one of them had exited when it was read."""
+    argv, mounts, limits, out = _workers(tmp_path, 3, 0.3, cpu_seconds=30)
+    result = sandbox.run(argv, python_spec(*mounts, limits=limits))
+    used = sum(_reported(out))
+    assert result.returncode == 0 and result.cpu_seconds is not None, result
+    assert used <= result.cpu_seconds < used + 3.0, (used, result.cpu_seconds)
+
+
 def test_a_running_sandbox_can_be_given_a_smaller_budget() -> None:
     process = get_sandbox("bwrap").start(python_code("while True: pass"),
                                          python_spec(limits=Limits(wall_seconds=60,

@@ -252,6 +252,17 @@ def test_every_gold_patch_scores_one(generated: list[dict]) -> None:
 
 
 @pytest.mark.slow
+def test_a_scored_run_counts_the_cpu_time_of_the_sandboxed_suite(generated: list[dict]) -> None:
+    """The suite runs in a sandbox, not as the scorer's child: its CPU time comes from the
+    sandbox's cgroup; a diff that does not apply runs nothing."""
+    row = generated[0]
+    run = trees.scored_run(row, trees.gold_diff(row))
+    assert run is not None and trees.verdict(row, run) == 1.0
+    assert run.cpu_seconds is not None and run.cpu_seconds > 0.1, run.cpu_seconds
+    assert trees.scored_run(row, "--- a/nowhere\n+++ b/nowhere\n@@ -1 +1 @@\n-x\n+y\n") is None
+
+
+@pytest.mark.slow
 def test_the_empty_diff_scores_zero(generated: list[dict]) -> None:
     assert trees.score_diff(generated[0], "") == 0.0
 

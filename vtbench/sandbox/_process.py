@@ -68,6 +68,7 @@ class SandboxProcess:
         self._wake = threading.Event()
         self._lock = threading.RLock()
         self._cpu_clock = cpu_clock
+        self._cpu_at_end: float | None = None
         # The tree's CPU time (counted from its start) at which the watchdog stops it.
         self._cpu_budget: float | None = limits.cpu_seconds if cpu_clock is not None else None
         if limits.wall_seconds is not None or cpu_clock is not None:
@@ -141,7 +142,11 @@ class SandboxProcess:
 
     @property
     def cpu_seconds(self) -> float | None:
-        """CPU time of the whole tree so far, where the backend counts it."""
+        """CPU time of the whole tree so far (once ended, in all), where the backend counts
+        it."""
+        if self._finished:
+            with self._lock:  # _finish holds it until the count is read
+                return self._cpu_at_end
         return self._cpu_clock() if self._cpu_clock is not None else None
 
     def limit_cpu(self, seconds: float) -> bool:
@@ -223,6 +228,9 @@ class SandboxProcess:
             self._done.set()
             self._wake.set()
             self.ending = ending
+            # Read while the tree's cgroup (or container) is still there.
+            if self._cpu_clock is not None:
+                self._cpu_at_end = self._cpu_clock()
             # The outer process is gone; make sure nothing of the tree outlives it.
             with contextlib.suppress(Exception):
                 self._killer.kill_all()
@@ -292,6 +300,7 @@ def collect(process: SandboxProcess, input: bytes | None, max_output_bytes: int)
         killed_by_limit=process.killed_by_limit,
         ending=process.ending or "exited",
         output_truncated=cut[0],
+        cpu_seconds=process.cpu_seconds,
     )
 
 

@@ -185,3 +185,6 @@ class CompletedRun(BaseModel):
     ending: Ending
     output_truncated: bool = False
     """stdout or stderr exceeded ``max_output_bytes`` and was cut."""
+    cpu_seconds: float | None = None
+    """CPU time of every process the sandbox ran, where the backend counts it (the
+    sandbox's cgroup, made where ``Limits.cpu_seconds`` is set); None where it does not."""

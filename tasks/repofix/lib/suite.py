@@ -33,7 +33,9 @@ class SuiteRun:
     results: dict[str, dict]
     """Test id → {"outcome": passed|failed|skipped, "message", "text", ...}."""
     calls: dict[str, list[str]] | None
-    cpu_seconds: float
+    cpu_seconds: float | None
+    """CPU time of the run (pytest and its children); None where the sandbox does not
+    count it."""
     timed_out: bool
 
     def failed(self) -> list[str]:
@@ -48,7 +50,7 @@ def pytest_argv(tests: list[str], max_failures: int | None = None) -> list[str]:
     return [sys.executable, "-m", "pytest", *PYTEST_ARGS, *stop, *tests]
 
 
-def read_report(path: Path, cpu: float, timed_out: bool) -> SuiteRun:
+def read_report(path: Path, cpu: float | None, timed_out: bool) -> SuiteRun:
     try:
         report = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -111,4 +113,4 @@ def run_sandboxed(tree: Path, pythonpath: str, tests: list[str], timeout: float)
         prepare_writable(tree)
         spec = sandbox_spec(tree, out, pythonpath, timeout)
         result = get_sandbox("bwrap").run(pytest_argv(tests), spec, max_output_bytes=1 << 16)
-        return read_report(out / "report.json", 0.0, result.timed_out)
+        return read_report(out / "report.json", result.cpu_seconds, result.timed_out)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .libraries import copy_tree, library, source_files, unpacked
 from .patches import PatchError, apply_file, parse
-from .suite import run_sandboxed
+from .suite import SuiteRun, run_sandboxed
 from .testfiles import remove_tests
 
 SCORE_TIMEOUT = 60.0
@@ -63,14 +63,26 @@ def apply_diff(label: dict, tree: Path, diff: str) -> None:
 
 
 def score_diff(label: dict, diff: str) -> float:
+    run = scored_run(label, diff)
+    return verdict(label, run) if run is not None else 0.0
+
+
+def scored_run(label: dict, diff: str) -> SuiteRun | None:
+    """The whole suite, sandboxed, on a fresh buggy tree with ``diff`` applied and every
+    test restored; None where the diff does not apply."""
     lib = library(label["library"])
     with tempfile.TemporaryDirectory() as scratch:
         tree = buggy_tree(label, Path(scratch) / "tree")
         try:
             apply_diff(label, tree, diff)
         except (PatchError, UnicodeDecodeError):
-            return 0.0
-        run = run_sandboxed(tree, lib.pythonpath, list(lib.tests), SCORE_TIMEOUT)
+            return None
+        return run_sandboxed(tree, lib.pythonpath, list(lib.tests), SCORE_TIMEOUT)
+
+
+def verdict(label: dict, run: SuiteRun) -> float:
+    """1.0 when no test fails, every test the bug broke passes, as many tests pass as on
+    the pristine library and the suite ended in its time."""
     passed = set(run.passed())
     fixed = all(test in passed for test in label["failing"])
     whole = not run.failed() and len(passed) >= label["suite_passed"]
