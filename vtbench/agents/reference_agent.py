@@ -56,7 +56,6 @@ class Researcher:
     def __init__(self, task: Task, client: GraderClient, seed: int) -> None:
         self.task, self.client, self.seed = task, client, seed
         self.harness = "harness" if task.spec.harness_editable else None
-        self.harness_applied = False
         self.board = BestSoFar(client, say)
 
     def run(self) -> None:
@@ -92,13 +91,10 @@ class Researcher:
 
     def validate_with_harness(self, model: str) -> None:
         """Where the task's harness is editable: validate ``model`` with the reference
-        harness (applied to the workspace the first time)."""
-        if not self.harness:
-            return
-        if not self.harness_applied:
+        harness (applying it again leaves the workspace as it was)."""
+        if self.harness:
             apply_reference(self.task, WORKSPACE, components=("harness",))
-            self.harness_applied = True
-        self.board.validate(model, harness=self.harness)
+            self.board.validate(model, harness=self.harness)
 
     def research(self) -> None:
         board = self.board
